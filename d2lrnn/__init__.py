@@ -1,0 +1,41 @@
+"""d2lrnn: the RNN chapter of Dive into Deep Learning on NumPy, PyTorch, TensorFlow and MXNet.
+
+Use it as the book does::
+
+    import d2lrnn as d2l
+    X, W_xh = d2l.normal(0, 1, (3, 1)), d2l.normal(0, 1, (1, 4))
+
+The backend comes from ``D2LRNN_BACKEND`` (default ``numpy``) or ``d2l.set_backend``.
+Only the active backend's framework is imported, and only when first used.
+"""
+
+from . import ops
+from .backends import (
+    ALIASES,
+    SHIM_FUNCTIONS,
+    available_backends,
+    backend_name,
+    get_backend,
+    set_backend,
+    use_backend,
+)
+from .errors import BackendError, CheckpointError, D2LRNNError, DataError, TrainingError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ops", "available_backends", "backend_name", "get_backend", "set_backend", "use_backend",
+    "BackendError", "CheckpointError", "D2LRNNError", "DataError", "TrainingError",
+    *SHIM_FUNCTIONS, *ALIASES,
+]
+
+
+def __getattr__(name):
+    # d2l.matmul, d2l.normal, ...: forwarded to the active backend at call time.
+    if name in SHIM_FUNCTIONS or name in ALIASES:
+        return getattr(ops, name)
+    raise AttributeError(f"module 'd2lrnn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,107 @@
+"""Backend selection and the list of functions every backend implements.
+
+Each framework lives in one module of this package (``numpy.py``, ``torch.py``,
+``tensorflow.py``, ``mxnet.py``) that defines every name in :data:`SHIM_FUNCTIONS`
+with the same signature. Code above the shim calls them through
+:mod:`d2lrnn.ops` (or ``d2l.<name>``), which forwards to the active backend.
+A new backend is one new module here plus one tox env: the list of valid names
+is read from this folder.
+"""
+
+import contextlib
+import importlib
+import os
+import pkgutil
+
+from ..errors import BackendError
+
+#: Every function a backend must define, with one signature across backends.
+SHIM_FUNCTIONS = (
+    # creating and converting tensors
+    "normal", "zeros", "ones", "zeros_like", "arange", "tensor", "from_numpy", "to_numpy",
+    "astype", "shape", "size", "is_tensor",
+    # shaping
+    "reshape", "transpose", "concat", "stack", "unstack", "take",
+    # arithmetic and activations
+    "matmul", "tanh", "sigmoid", "relu", "exp", "log", "sqrt", "abs", "maximum", "minimum",
+    # reductions
+    "sum", "mean", "max", "argmax",
+    # classification helpers
+    "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
+    # randomness, gradients, compilation, devices
+    "manual_seed", "detach", "value_and_grad", "compile",
+    "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",
+)
+
+#: The book's other names for shim functions (``d2l.reduce_sum`` and so on).
+ALIASES = {
+    "reduce_sum": "sum",
+    "reduce_mean": "mean",
+    "numpy": "to_numpy",
+    "to": "to_device",
+}
+
+DEFAULT_BACKEND = "numpy"
+ENV_VAR = "D2LRNN_BACKEND"
+
+_active_name = None
+_modules = {}
+
+
+def available_backends():
+    """Names of the backends this installation knows (whether or not their framework is installed)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def _check_name(name):
+    names = available_backends()
+    if name not in names:
+        raise BackendError(
+            f"unknown backend {name!r}: choose one of {', '.join(names)} "
+            f"(set {ENV_VAR} or call d2lrnn.set_backend(name))"
+        )
+    return name
+
+
+def backend_name():
+    """The active backend: ``D2LRNN_BACKEND``, else ``numpy``, unless ``set_backend`` chose another."""
+    global _active_name
+    if _active_name is None:
+        _active_name = _check_name(os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_BACKEND)
+    return _active_name
+
+
+def load_backend(name):
+    """Import (once) and return the module of backend ``name``."""
+    _check_name(name)
+    if name not in _modules:
+        try:
+            _modules[name] = importlib.import_module(f"{__name__}.{name}")
+        except BackendError as err:
+            raise BackendError(str(err)) from None
+    return _modules[name]
+
+
+def get_backend():
+    """The module of the active backend, importing its framework on first use."""
+    return load_backend(backend_name())
+
+
+def set_backend(name):
+    """Make ``name`` the active backend; its framework is imported now, so errors show at once."""
+    global _active_name
+    name = _check_name(str(name).strip().lower())
+    load_backend(name)
+    _active_name = name
+    return name
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """``with use_backend('torch'):`` runs a block on another backend, then restores the previous one."""
+    previous = backend_name()
+    set_backend(name)
+    try:
+        yield load_backend(name)
+    finally:
+        set_backend(previous)

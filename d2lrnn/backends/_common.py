@@ -1,0 +1,67 @@
+"""Pieces every backend module shares: the seeded NumPy generator, dtype rules, imports."""
+
+import importlib
+
+import numpy as np
+
+from ..errors import BackendError
+
+_rng = np.random.default_rng(0)
+
+FLOAT = np.float32
+INT = np.int64
+
+
+def generator():
+    """The NumPy ``Generator`` behind ``normal``: every backend draws the same numbers for a seed."""
+    return _rng
+
+
+def seed(value):
+    """Reset the shared generator."""
+    global _rng
+    _rng = np.random.default_rng(int(value))
+
+
+def as_numpy(data, dtype=None):
+    """``data`` as a NumPy array with d2lrnn's defaults: floats are float32, integers int64."""
+    a = np.asarray(data, dtype=dtype)
+    if dtype is None:
+        if np.issubdtype(a.dtype, np.floating):
+            a = a.astype(FLOAT, copy=False)
+        elif np.issubdtype(a.dtype, np.integer):
+            a = a.astype(INT, copy=False)
+    return a
+
+
+def normal_numpy(mean, std, shape):
+    """Draw float32 normals from the shared generator."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return _rng.normal(mean, std, shape).astype(FLOAT)
+
+
+def arange_numpy(start, stop=None, step=1, dtype=None):
+    """``np.arange`` with d2lrnn's dtype rules (integers stay int64, floats become float32)."""
+    a = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    return as_numpy(a, dtype)
+
+
+def require(package, backend, extra=None):
+    """Import ``package`` for ``backend`` or raise a one-line error with the install command."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as err:
+        raise BackendError(
+            f"backend {backend!r} needs the package {package!r}, which could not be imported "
+            f"({err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else 'missing'}): "
+            f'run pip install "d2lrnn[{extra or backend}]"'
+        ) from None
+
+
+def tree_map(fn, tree):
+    """Apply ``fn`` to every tensor in nested tuples/lists (used to detach auxiliary outputs)."""
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(tree_map(fn, t) for t in tree)
+    if tree is None or isinstance(tree, (int, float, str)):
+        return tree
+    return fn(tree)

@@ -1,0 +1,311 @@
+"""MXNet backend: tensors are ``mxnet.nd.NDArray``; gradients come from ``autograd.record()``.
+
+MXNet 1.9.1 is the framework's last release; it uses ``np.bool``, which NumPy 1.24
+removed, so this backend refuses to load on a newer NumPy with a message that says so.
+"""
+
+import numpy as np
+
+from ..errors import BackendError
+from . import _common
+
+if tuple(int(p) for p in np.__version__.split(".")[:2]) >= (1, 24):
+    raise BackendError(
+        f"backend 'mxnet' needs numpy<1.24 (mxnet 1.9.1 uses np.bool, removed in numpy 1.24) but "
+        f'numpy {np.__version__} is installed: run pip install "numpy<1.24" in a separate '
+        f"environment (tox -e mxnet makes one)"
+    )
+
+mx = _common.require("mxnet", "mxnet")
+nd = mx.nd
+autograd = mx.autograd
+# NumPy shape semantics: 0-d arrays exist, so a full reduction can be a scalar as on every
+# other backend (legacy MXNet would give shape (1,)).
+mx.util.set_np_shape(True)
+
+
+def _axis(x, axis):
+    return axis % x.ndim if axis is not None and axis < 0 else axis
+
+
+# -- creating and converting -------------------------------------------------------------
+
+
+def normal(mean, std, shape, device=None):
+    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
+    return from_numpy(_common.normal_numpy(mean, std, shape), device)
+
+
+def zeros(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of zeros."""
+    return nd.zeros(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
+
+
+def ones(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of ones."""
+    return nd.ones(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
+
+
+def zeros_like(x):
+    """Zeros with the shape and dtype of ``x``."""
+    return nd.zeros_like(x)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
+    return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
+
+
+def tensor(data, dtype=None, device=None):
+    """A tensor from Python data or an array: floats become float32, integers int64."""
+    if isinstance(data, nd.NDArray):
+        return data if dtype is None else data.astype(np.dtype(dtype))
+    return from_numpy(_common.as_numpy(data, dtype), device)
+
+
+def from_numpy(array, device=None):
+    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
+    a = _common.as_numpy(array)
+    return nd.array(a, ctx=device, dtype=a.dtype)
+
+
+def to_numpy(x):
+    """A NumPy array with the values of ``x`` (no gradient attached)."""
+    return x.asnumpy() if isinstance(x, nd.NDArray) else np.asarray(x)
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
+    return x.astype(np.dtype(dtype))
+
+
+def shape(x):
+    """The shape of ``x`` as a tuple of ints."""
+    return tuple(x.shape)
+
+
+def size(x):
+    """The number of elements of ``x``."""
+    return x.size
+
+
+def is_tensor(x):
+    """True if ``x`` is a tensor of this backend."""
+    return isinstance(x, nd.NDArray)
+
+
+# -- shaping -------------------------------------------------------------------------------
+
+
+def reshape(x, shape):
+    """``x`` with a new shape (one entry may be -1)."""
+    return x.reshape(tuple(shape))
+
+
+def transpose(x, axes=None):
+    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
+    return nd.transpose(x, axes=tuple(axes) if axes is not None else ())
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis."""
+    tensors = list(tensors)
+    return nd.concat(*tensors, dim=_axis(tensors[0], axis))
+
+
+def stack(tensors, axis=0):
+    """Join tensors along a new axis."""
+    tensors = list(tensors)
+    return nd.stack(*tensors, axis=axis % (tensors[0].ndim + 1))
+
+
+def unstack(x, axis=0):
+    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
+    axis = _axis(x, axis)
+    n = x.shape[axis]
+    if n == 1:
+        return [x.squeeze(axis=axis)]
+    return list(nd.split(x, num_outputs=n, axis=axis, squeeze_axis=True))
+
+
+def take(x, indices, axis=0):
+    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    return nd.take(x, indices, axis=_axis(x, axis))
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    """Matrix product (batched over leading axes)."""
+    if a.ndim == 3 and b.ndim == 3:
+        return nd.batch_dot(a, b)
+    return nd.dot(a, b)
+
+
+def tanh(x):
+    """Elementwise tanh."""
+    return nd.tanh(x)
+
+
+def sigmoid(x):
+    """Elementwise 1 / (1 + exp(-x))."""
+    return nd.sigmoid(x)
+
+
+def relu(x):
+    """Elementwise max(x, 0)."""
+    return nd.relu(x)
+
+
+def exp(x):
+    """Elementwise e^x."""
+    return nd.exp(x)
+
+
+def log(x):
+    """Elementwise natural logarithm."""
+    return nd.log(x)
+
+
+def sqrt(x):
+    """Elementwise square root."""
+    return nd.sqrt(x)
+
+
+def abs(x):  # noqa: A001
+    """Elementwise |x|."""
+    return nd.abs(x)
+
+
+def maximum(x, y):
+    """Elementwise maximum (either argument may be a Python number)."""
+    return nd.maximum(x, y)
+
+
+def minimum(x, y):
+    """Elementwise minimum (either argument may be a Python number)."""
+    return nd.minimum(x, y)
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+
+def _reduce(op, x, axis, keepdims):
+    if axis is None:
+        return op(x).reshape(())
+    return op(x, axis=_axis(x, axis), keepdims=keepdims)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (all axes when None)."""
+    return _reduce(nd.sum, x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis`` (all axes when None)."""
+    return _reduce(nd.mean, x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (all axes when None)."""
+    return _reduce(nd.max, x, axis, keepdims)
+
+
+def argmax(x, axis=None):
+    """Index (int64) of the largest entry along ``axis``."""
+    if axis is None:
+        return nd.argmax(x.reshape((-1,)), axis=0).astype(np.int64).reshape(())
+    return nd.argmax(x, axis=_axis(x, axis)).astype(np.int64)
+
+
+# -- classification ----------------------------------------------------------------------------
+
+
+def one_hot(indices, depth):
+    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
+    return nd.one_hot(indices, depth, dtype="float32")
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along ``axis``."""
+    return nd.softmax(x, axis=axis)
+
+
+def log_softmax(x, axis=-1):
+    """x - log(sum(exp(x))) along ``axis``, computed stably."""
+    # MXNet's own log_softmax loses ~1e-4 relative accuracy near 0; the shifted form does not.
+    shifted = x - nd.max(x, axis=axis, keepdims=True).detach()
+    return shifted - nd.log(nd.sum(nd.exp(shifted), axis=axis, keepdims=True))
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
+    return -nd.pick(log_softmax(logits, -1), labels.reshape((-1,)), axis=-1)
+
+
+# -- randomness, gradients, compilation, devices --------------------------------------------
+
+
+def manual_seed(seed):
+    """Seed the shared NumPy generator and MXNet's own (used by dropout)."""
+    _common.seed(seed)
+    mx.random.seed(int(seed))
+
+
+def detach(x):
+    """``x`` without gradient tracking."""
+    return x.detach()
+
+
+def value_and_grad(f, has_aux=False):
+    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with autograd.record().
+
+    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
+    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
+    """
+
+    def wrapped(params, *args):
+        leaves = [p.detach() for p in params]  # fresh handles: the caller's arrays keep no grad
+        for p in leaves:
+            p.attach_grad()
+        with autograd.record():
+            out = f(leaves, *args)
+            value, aux = out if has_aux else (out, None)
+        value.backward()
+        grads = [p.grad for p in leaves]
+        value = value.detach()
+        if has_aux:
+            return (value, _common.tree_map(detach, aux)), grads
+        return value, grads
+
+    return wrapped
+
+
+def compile(fn):  # noqa: A001
+    """MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged."""
+    return fn
+
+
+def try_gpu(i=0):
+    """GPU ``i`` if there is one, else the CPU."""
+    return mx.gpu(i) if num_gpus() > i else cpu()
+
+
+def cpu():
+    """The CPU device."""
+    return mx.cpu()
+
+
+def num_gpus():
+    """How many GPUs MXNet sees."""
+    return mx.context.num_gpus()
+
+
+def to_device(x, device):
+    """``x`` copied to ``device`` (no copy if it is already there)."""
+    return x.as_in_context(device)
+
+
+def set_num_threads(n):
+    """MXNet fixes its thread pool at start-up (set OMP_NUM_THREADS); nothing to change here."""

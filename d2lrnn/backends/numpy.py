@@ -1,0 +1,307 @@
+"""NumPy backend: tensors are ``numpy.ndarray``; gradients come from HIPS ``autograd``.
+
+Every operation goes through ``autograd.numpy`` so it can be differentiated.
+This is the reference the other backends are tested against.
+"""
+
+import os
+
+import autograd
+import autograd.numpy as anp
+import numpy as np
+from autograd.extend import primitive
+
+from . import _common
+
+# -- creating and converting -------------------------------------------------------------
+
+
+def normal(mean, std, shape, device=None):
+    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
+    return _common.normal_numpy(mean, std, shape)
+
+
+def zeros(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of zeros."""
+    return np.zeros(shape, dtype=dtype or _common.FLOAT)
+
+
+def ones(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of ones."""
+    return np.ones(shape, dtype=dtype or _common.FLOAT)
+
+
+def zeros_like(x):
+    """Zeros with the shape and dtype of ``x``."""
+    return np.zeros_like(x)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
+    return _common.arange_numpy(start, stop, step, dtype)
+
+
+def tensor(data, dtype=None, device=None):
+    """A tensor from Python data or an array: floats become float32, integers int64."""
+    return _common.as_numpy(data, dtype)
+
+
+def from_numpy(array, device=None):
+    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
+    return _common.as_numpy(array)
+
+
+def to_numpy(x):
+    """A NumPy array with the values of ``x`` (no gradient attached)."""
+    return np.asarray(x._value if hasattr(x, "_value") else x)
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
+    return anp.asarray(x).astype(dtype)
+
+
+def shape(x):
+    """The shape of ``x`` as a tuple of ints."""
+    return tuple(anp.shape(x))
+
+
+def size(x):
+    """The number of elements of ``x``."""
+    return int(anp.size(x))
+
+
+def is_tensor(x):
+    """True if ``x`` is a tensor of this backend."""
+    return isinstance(x, np.ndarray) or hasattr(x, "_value")
+
+
+# -- shaping -------------------------------------------------------------------------------
+
+
+def reshape(x, shape):
+    """``x`` with a new shape (one entry may be -1)."""
+    return anp.reshape(x, shape)
+
+
+def transpose(x, axes=None):
+    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
+    return anp.transpose(x, axes)
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis."""
+    return anp.concatenate(tuple(tensors), axis=axis)
+
+
+def stack(tensors, axis=0):
+    """Join tensors along a new axis."""
+    return anp.stack(tuple(tensors), axis=axis)
+
+
+def unstack(x, axis=0):
+    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
+    if axis == 0:
+        return [x[i] for i in range(anp.shape(x)[0])]
+    return [anp.squeeze(t, axis) for t in anp.split(x, anp.shape(x)[axis], axis)]
+
+
+def take(x, indices, axis=0):
+    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    axis = axis % len(anp.shape(x))
+    return x[(slice(None),) * axis + (to_numpy(indices),)]
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    """Matrix product (batched over leading axes)."""
+    return anp.matmul(a, b)
+
+
+def tanh(x):
+    """Elementwise tanh."""
+    return anp.tanh(x)
+
+
+def sigmoid(x):
+    """Elementwise 1 / (1 + exp(-x)), computed as (tanh(x/2) + 1) / 2 to avoid overflow."""
+    return 0.5 * (anp.tanh(0.5 * x) + 1.0)
+
+
+def relu(x):
+    """Elementwise max(x, 0)."""
+    return anp.maximum(x, 0.0)
+
+
+def exp(x):
+    """Elementwise e^x."""
+    return anp.exp(x)
+
+
+def log(x):
+    """Elementwise natural logarithm."""
+    return anp.log(x)
+
+
+def sqrt(x):
+    """Elementwise square root."""
+    return anp.sqrt(x)
+
+
+def abs(x):  # noqa: A001 - the shim's name
+    """Elementwise |x|."""
+    return anp.abs(x)
+
+
+def maximum(x, y):
+    """Elementwise maximum (either argument may be a Python number)."""
+    return anp.maximum(x, y)
+
+
+def minimum(x, y):
+    """Elementwise minimum (either argument may be a Python number)."""
+    return anp.minimum(x, y)
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (all axes when None)."""
+    return anp.sum(x, axis=axis, keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis`` (all axes when None)."""
+    return anp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (all axes when None)."""
+    return anp.max(x, axis=axis, keepdims=keepdims)
+
+
+def argmax(x, axis=None):
+    """Index (int64) of the largest entry along ``axis``."""
+    return np.argmax(to_numpy(x), axis=axis).astype(np.int64)
+
+
+# -- classification ----------------------------------------------------------------------------
+
+
+def one_hot(indices, depth):
+    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
+    return np.eye(depth, dtype=_common.FLOAT)[to_numpy(indices)]
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along ``axis``."""
+    return anp.exp(log_softmax(x, axis))
+
+
+def _logsumexp(x, axis=-1, keepdims=False):
+    # The shift is a constant (no gradient): its contribution to the gradient cancels anyway.
+    shift = np.max(to_numpy(x), axis=axis, keepdims=True)
+    out = anp.log(anp.sum(anp.exp(x - shift), axis=axis, keepdims=True)) + shift
+    return out if keepdims else anp.squeeze(out, axis)
+
+
+def log_softmax(x, axis=-1):
+    """x - log(sum(exp(x))) along ``axis``, computed stably."""
+    return x - _logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
+    labels = to_numpy(labels).reshape(-1)
+    return _logsumexp(logits, axis=-1) - _pick(logits, labels)
+
+
+@primitive
+def _pick(logits, labels):
+    return logits[np.arange(len(labels)), labels]
+
+
+def _pick_vjp(ans, logits, labels):
+    def vjp(g):
+        out = np.zeros(np.shape(logits), dtype=np.result_type(g, logits))
+        out[np.arange(len(labels)), labels] = g
+        return out
+
+    return vjp
+
+
+autograd.extend.defvjp(_pick, _pick_vjp, None)
+
+
+# -- randomness, gradients, compilation, devices --------------------------------------------
+
+
+def manual_seed(seed):
+    """Seed the shared NumPy generator (parameters and data come from it)."""
+    _common.seed(seed)
+
+
+def detach(x):
+    """``x`` without gradient tracking."""
+    return to_numpy(x)
+
+
+def value_and_grad(f, has_aux=False):
+    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with HIPS autograd.
+
+    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
+    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
+    """
+    if has_aux:
+        # grad_and_aux differentiates the first output and hands back the second unboxed.
+        def value_then_aux(params, *args):
+            value, aux = f(params, *args)
+            return value, (value, aux)
+
+        grad_aux = autograd.grad_and_aux(value_then_aux)
+
+        def wrapped(params, *args):
+            grads, (value, aux) = grad_aux(list(params), *args)
+            return (value, aux), list(grads)
+
+        return wrapped
+    vg = autograd.value_and_grad(f)
+
+    def wrapped(params, *args):
+        value, grads = vg(list(params), *args)
+        return value, list(grads)
+
+    return wrapped
+
+
+def compile(fn):  # noqa: A001
+    """NumPy has no compiler: the function is returned unchanged."""
+    return fn
+
+
+def try_gpu(i=0):
+    """NumPy runs on the CPU only: always ``cpu()``."""
+    return cpu()
+
+
+def cpu():
+    """The CPU device."""
+    return "cpu"
+
+
+def num_gpus():
+    """NumPy sees no GPUs."""
+    return 0
+
+
+def to_device(x, device):
+    """NumPy arrays always live on the CPU: ``x`` unchanged."""
+    return x
+
+
+def set_num_threads(n):
+    """BLAS threads are fixed when NumPy starts (set OMP_NUM_THREADS); recorded for reference."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(int(n)))

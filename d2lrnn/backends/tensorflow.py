@@ -1,0 +1,298 @@
+"""TensorFlow backend: tensors are ``tf.Tensor``; gradients come from ``tf.GradientTape``.
+
+``compile`` wraps a whole training step in ``tf.function``: eager TensorFlow
+dispatches every small op from Python and is several times slower.
+"""
+
+import contextlib
+import os
+
+import numpy as np
+
+from . import _common
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf = _common.require("tensorflow", "tensorflow")
+
+
+def _on(device):
+    return tf.device(device) if device is not None else contextlib.nullcontext()
+
+
+# -- creating and converting -------------------------------------------------------------
+
+
+def normal(mean, std, shape, device=None):
+    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
+    return from_numpy(_common.normal_numpy(mean, std, shape), device)
+
+
+def zeros(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of zeros."""
+    with _on(device):
+        return tf.zeros(shape, dtype=tf.as_dtype(np.dtype(dtype or _common.FLOAT)))
+
+
+def ones(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of ones."""
+    with _on(device):
+        return tf.ones(shape, dtype=tf.as_dtype(np.dtype(dtype or _common.FLOAT)))
+
+
+def zeros_like(x):
+    """Zeros with the shape and dtype of ``x``."""
+    return tf.zeros_like(x)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
+    return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
+
+
+def tensor(data, dtype=None, device=None):
+    """A tensor from Python data or an array: floats become float32, integers int64."""
+    if tf.is_tensor(data):
+        return data if dtype is None else tf.cast(data, tf.as_dtype(np.dtype(dtype)))
+    return from_numpy(_common.as_numpy(data, dtype), device)
+
+
+def from_numpy(array, device=None):
+    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
+    with _on(device):
+        return tf.constant(_common.as_numpy(array))
+
+
+def to_numpy(x):
+    """A NumPy array with the values of ``x`` (no gradient attached)."""
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
+    return tf.cast(x, tf.as_dtype(np.dtype(dtype)))
+
+
+def shape(x):
+    """The shape of ``x`` as a tuple of ints."""
+    return tuple(x.shape)
+
+
+def size(x):
+    """The number of elements of ``x``."""
+    return int(np.prod(x.shape))
+
+
+def is_tensor(x):
+    """True if ``x`` is a tensor of this backend."""
+    return tf.is_tensor(x)
+
+
+# -- shaping -------------------------------------------------------------------------------
+
+
+def reshape(x, shape):
+    """``x`` with a new shape (one entry may be -1)."""
+    return tf.reshape(x, shape)
+
+
+def transpose(x, axes=None):
+    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
+    return tf.transpose(x, perm=axes)
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis."""
+    return tf.concat(list(tensors), axis=axis)
+
+
+def stack(tensors, axis=0):
+    """Join tensors along a new axis."""
+    return tf.stack(list(tensors), axis=axis)
+
+
+def unstack(x, axis=0):
+    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
+    return tf.unstack(x, axis=axis)
+
+
+def take(x, indices, axis=0):
+    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    return tf.gather(x, indices, axis=axis)
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    """Matrix product (batched over leading axes)."""
+    return tf.matmul(a, b)
+
+
+def tanh(x):
+    """Elementwise tanh."""
+    return tf.tanh(x)
+
+
+def sigmoid(x):
+    """Elementwise 1 / (1 + exp(-x))."""
+    return tf.sigmoid(x)
+
+
+def relu(x):
+    """Elementwise max(x, 0)."""
+    return tf.nn.relu(x)
+
+
+def exp(x):
+    """Elementwise e^x."""
+    return tf.exp(x)
+
+
+def log(x):
+    """Elementwise natural logarithm."""
+    return tf.math.log(x)
+
+
+def sqrt(x):
+    """Elementwise square root."""
+    return tf.sqrt(x)
+
+
+def abs(x):  # noqa: A001
+    """Elementwise |x|."""
+    return tf.abs(x)
+
+
+def maximum(x, y):
+    """Elementwise maximum (either argument may be a Python number)."""
+    return tf.maximum(x, y)
+
+
+def minimum(x, y):
+    """Elementwise minimum (either argument may be a Python number)."""
+    return tf.minimum(x, y)
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (all axes when None)."""
+    return tf.reduce_sum(x, axis=axis, keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis`` (all axes when None)."""
+    return tf.reduce_mean(x, axis=axis, keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (all axes when None)."""
+    return tf.reduce_max(x, axis=axis, keepdims=keepdims)
+
+
+def argmax(x, axis=None):
+    """Index (int64) of the largest entry along ``axis``."""
+    if axis is None:
+        return tf.argmax(tf.reshape(x, [-1]), axis=0)
+    return tf.argmax(x, axis=axis)
+
+
+# -- classification ----------------------------------------------------------------------------
+
+
+def one_hot(indices, depth):
+    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
+    return tf.one_hot(indices, depth, dtype=tf.float32)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along ``axis``."""
+    return tf.nn.softmax(x, axis=axis)
+
+
+def log_softmax(x, axis=-1):
+    """x - log(sum(exp(x))) along ``axis``, computed stably."""
+    return tf.nn.log_softmax(x, axis=axis)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.reshape(labels, [-1]), logits=logits)
+
+
+# -- randomness, gradients, compilation, devices --------------------------------------------
+
+
+def manual_seed(seed):
+    """Seed the shared NumPy generator and TensorFlow's own (used by dropout)."""
+    _common.seed(seed)
+    tf.random.set_seed(int(seed))
+
+
+def detach(x):
+    """``x`` without gradient tracking."""
+    return tf.stop_gradient(x)
+
+
+def _dense(g, p):
+    if g is None:
+        return tf.zeros_like(p)
+    return tf.convert_to_tensor(g)  # a gather's gradient is IndexedSlices
+
+
+def value_and_grad(f, has_aux=False):
+    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with tf.GradientTape.
+
+    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
+    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
+    """
+
+    def wrapped(params, *args):
+        params = list(params)
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            out = f(params, *args)
+        value, aux = out if has_aux else (out, None)
+        grads = [_dense(g, p) for g, p in zip(tape.gradient(value, params), params)]
+        if has_aux:
+            return (value, _common.tree_map(detach, aux)), grads
+        return value, grads
+
+    return wrapped
+
+
+def compile(fn):  # noqa: A001
+    """``tf.function(fn)``: traced once per input signature, then run as one graph."""
+    return tf.function(fn, reduce_retracing=True)
+
+
+def try_gpu(i=0):
+    """GPU ``i`` if there is one, else the CPU."""
+    return f"/GPU:{i}" if num_gpus() > i else cpu()
+
+
+def cpu():
+    """The CPU device."""
+    return "/CPU:0"
+
+
+def num_gpus():
+    """How many GPUs TensorFlow sees."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def to_device(x, device):
+    """``x`` copied to ``device``."""
+    with tf.device(device):
+        return tf.identity(x)
+
+
+def set_num_threads(n):
+    """Limit TensorFlow's thread pools (only possible before it first runs an op)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(int(n))
+        tf.config.threading.set_inter_op_parallelism_threads(int(n))
+    except RuntimeError:
+        pass  # already initialised: the setting cannot change any more

@@ -1,0 +1,293 @@
+"""PyTorch backend: tensors are ``torch.Tensor``; gradients come from ``torch.autograd``."""
+
+import numpy as np
+
+from . import _common
+
+torch = _common.require("torch", "torch")
+F = torch.nn.functional
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "int32": torch.int32,
+           "int64": torch.int64, "bool": torch.bool}
+
+
+def _dtype(dtype):
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    return _DTYPES[np.dtype(dtype).name]
+
+
+# -- creating and converting -------------------------------------------------------------
+
+
+def normal(mean, std, shape, device=None):
+    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
+    return from_numpy(_common.normal_numpy(mean, std, shape), device)
+
+
+def zeros(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of zeros."""
+    return torch.zeros(shape, dtype=_dtype(dtype) or torch.float32, device=device)
+
+
+def ones(shape, dtype=None, device=None):
+    """A float32 (or ``dtype``) tensor of ones."""
+    return torch.ones(shape, dtype=_dtype(dtype) or torch.float32, device=device)
+
+
+def zeros_like(x):
+    """Zeros with the shape and dtype of ``x``."""
+    return torch.zeros_like(x)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
+    return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
+
+
+def tensor(data, dtype=None, device=None):
+    """A tensor from Python data or an array: floats become float32, integers int64."""
+    if isinstance(data, torch.Tensor):
+        return data.to(device=device, dtype=_dtype(dtype))
+    return from_numpy(_common.as_numpy(data, dtype), device)
+
+
+def from_numpy(array, device=None):
+    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
+    t = torch.from_numpy(np.ascontiguousarray(_common.as_numpy(array)))
+    return t if device is None else t.to(device)
+
+
+def to_numpy(x):
+    """A NumPy array with the values of ``x`` (no gradient attached)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
+    return x.to(_dtype(dtype))
+
+
+def shape(x):
+    """The shape of ``x`` as a tuple of ints."""
+    return tuple(x.shape)
+
+
+def size(x):
+    """The number of elements of ``x``."""
+    return x.numel()
+
+
+def is_tensor(x):
+    """True if ``x`` is a tensor of this backend."""
+    return isinstance(x, torch.Tensor)
+
+
+# -- shaping -------------------------------------------------------------------------------
+
+
+def reshape(x, shape):
+    """``x`` with a new shape (one entry may be -1)."""
+    return torch.reshape(x, tuple(shape))
+
+
+def transpose(x, axes=None):
+    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
+    return x.permute(*(axes if axes is not None else reversed(range(x.dim()))))
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis."""
+    return torch.cat(tuple(tensors), dim=axis)
+
+
+def stack(tensors, axis=0):
+    """Join tensors along a new axis."""
+    return torch.stack(tuple(tensors), dim=axis)
+
+
+def unstack(x, axis=0):
+    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
+    return list(torch.unbind(x, dim=axis))
+
+
+def take(x, indices, axis=0):
+    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    if axis == 0:
+        return x[indices]
+    return torch.index_select(x, axis, indices.reshape(-1)).reshape(
+        x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def matmul(a, b):
+    """Matrix product (batched over leading axes)."""
+    return torch.matmul(a, b)
+
+
+def tanh(x):
+    """Elementwise tanh."""
+    return torch.tanh(x)
+
+
+def sigmoid(x):
+    """Elementwise 1 / (1 + exp(-x))."""
+    return torch.sigmoid(x)
+
+
+def relu(x):
+    """Elementwise max(x, 0)."""
+    return torch.relu(x)
+
+
+def exp(x):
+    """Elementwise e^x."""
+    return torch.exp(x)
+
+
+def log(x):
+    """Elementwise natural logarithm."""
+    return torch.log(x)
+
+
+def sqrt(x):
+    """Elementwise square root."""
+    return torch.sqrt(x)
+
+
+def abs(x):  # noqa: A001
+    """Elementwise |x|."""
+    return torch.abs(x)
+
+
+def _pair(x, y):
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x, dtype=y.dtype, device=y.device)
+    if not isinstance(y, torch.Tensor):
+        y = torch.as_tensor(y, dtype=x.dtype, device=x.device)
+    return x, y
+
+
+def maximum(x, y):
+    """Elementwise maximum (either argument may be a Python number)."""
+    return torch.maximum(*_pair(x, y))
+
+
+def minimum(x, y):
+    """Elementwise minimum (either argument may be a Python number)."""
+    return torch.minimum(*_pair(x, y))
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (all axes when None)."""
+    return torch.sum(x) if axis is None else torch.sum(x, dim=axis, keepdim=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over ``axis`` (all axes when None)."""
+    return torch.mean(x) if axis is None else torch.mean(x, dim=axis, keepdim=keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (all axes when None)."""
+    return torch.max(x) if axis is None else torch.amax(x, dim=axis, keepdim=keepdims)
+
+
+def argmax(x, axis=None):
+    """Index (int64) of the largest entry along ``axis``."""
+    return torch.argmax(x) if axis is None else torch.argmax(x, dim=axis)
+
+
+# -- classification ----------------------------------------------------------------------------
+
+
+def one_hot(indices, depth):
+    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
+    return F.one_hot(indices.long(), depth).to(torch.float32)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along ``axis``."""
+    return torch.softmax(x, dim=axis)
+
+
+def log_softmax(x, axis=-1):
+    """x - log(sum(exp(x))) along ``axis``, computed stably."""
+    return torch.log_softmax(x, dim=axis)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
+    return F.cross_entropy(logits, labels.reshape(-1).long(), reduction="none")
+
+
+# -- randomness, gradients, compilation, devices --------------------------------------------
+
+
+def manual_seed(seed):
+    """Seed the shared NumPy generator and torch's own (used by dropout)."""
+    _common.seed(seed)
+    torch.manual_seed(int(seed))
+
+
+def detach(x):
+    """``x`` without gradient tracking."""
+    return x.detach()
+
+
+def value_and_grad(f, has_aux=False):
+    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with torch.autograd.
+
+    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
+    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
+    """
+
+    def wrapped(params, *args):
+        leaves = [p.detach().requires_grad_(True) for p in params]
+        out = f(leaves, *args)
+        value, aux = out if has_aux else (out, None)
+        grads = torch.autograd.grad(value, leaves, allow_unused=True)
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
+        value = value.detach()
+        if has_aux:
+            return (value, _common.tree_map(detach, aux)), grads
+        return value, grads
+
+    return wrapped
+
+
+def compile(fn):  # noqa: A001
+    """Eager PyTorch is fastest for these small step functions: returned unchanged."""
+    return fn
+
+
+def try_gpu(i=0):
+    """GPU ``i`` if there is one, else the CPU."""
+    return torch.device(f"cuda:{i}") if torch.cuda.device_count() > i else cpu()
+
+
+def cpu():
+    """The CPU device."""
+    return torch.device("cpu")
+
+
+def num_gpus():
+    """How many CUDA GPUs torch sees."""
+    return torch.cuda.device_count()
+
+
+def to_device(x, device):
+    """``x`` copied to ``device`` (no copy if it is already there)."""
+    return x.to(device)
+
+
+def set_num_threads(n):
+    """Limit torch's intra-op threads."""
+    torch.set_num_threads(int(n))

@@ -1,0 +1,214 @@
+"""Every shim function, on the active backend, against the NumPy reference (values and gradients)."""
+
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+
+import d2lrnn as d2l
+from d2lrnn import ops
+from d2lrnn.backends import SHIM_FUNCTIONS, available_backends
+from tests.parity import assert_close, assert_parity
+
+BACKENDS_DIR = pathlib.Path(d2l.__file__).parent / "backends"
+
+_r = np.random.default_rng(42)
+
+
+def f32(*shape):
+    return _r.standard_normal(shape).astype(np.float32)
+
+
+def pos(*shape):
+    return (_r.random(shape) + 0.5).astype(np.float32)
+
+
+def ints(high, *shape):
+    return _r.integers(0, high, shape).astype(np.int64)
+
+
+def op(name):
+    """Look the function up on each call: ``ops.tanh`` itself is bound to the backend active now."""
+    return lambda *args, **kwargs: getattr(ops, name)(*args, **kwargs)
+
+
+def _seeded_normal():
+    ops.manual_seed(7)
+    return ops.normal(0.5, 2.0, (3, 4))
+
+
+def _vg(W, x):
+    return ops.value_and_grad(lambda p, x: ops.sum(ops.tanh(ops.matmul(x, p[0]))))([W], x)
+
+
+def _vg_aux(W, x):
+    def f(p, x):
+        H = ops.tanh(ops.matmul(x, p[0]))
+        return ops.sum(H * H), (H,)
+
+    return ops.value_and_grad(f, has_aux=True)([W], x)
+
+
+def _compiled(W, x):
+    def step(params, x):
+        loss, grads = ops.value_and_grad(lambda p, x: ops.mean(ops.exp(ops.matmul(x, p[0]))))(
+            params, x)
+        return loss, [p - 0.1 * g for p, g in zip(params, grads)]
+
+    return ops.compile(step)([W], x)
+
+
+# name -> list of (function, NumPy inputs, check gradients?)
+CASES = {
+    "normal": [(_seeded_normal, [], False)],
+    "zeros": [(lambda: ops.zeros((2, 3)), [], False)],
+    "ones": [(lambda: ops.ones((2, 3)), [], False)],
+    "zeros_like": [(op("zeros_like"), [f32(2, 3)], False)],
+    "arange": [(lambda: ops.arange(5), [], False), (lambda: ops.arange(2, 11, 3), [], False),
+               (lambda: ops.arange(0.0, 1.0, 0.25), [], False)],
+    "tensor": [(lambda: ops.tensor([[1.5, 2.0], [3.0, 4.0]]), [], False),
+               (lambda: ops.tensor([3, 1, 2]), [], False)],
+    "from_numpy": [(lambda x: x * 1.0, [f32(2, 3)], True)],
+    "to_numpy": [(op("to_numpy"), [f32(2, 3)], False)],
+    "astype": [(lambda i: ops.astype(i, "float32") * 0.5, [ints(9, 4)], False)],
+    "shape": [(op("shape"), [f32(2, 3, 4)], False)],
+    "size": [(op("size"), [f32(2, 3, 4)], False)],
+    "is_tensor": [(op("is_tensor"), [f32(2)], False)],
+    "reshape": [(lambda x: ops.reshape(x, (4, -1)), [f32(2, 3, 4)], True)],
+    "transpose": [(op("transpose"), [f32(2, 3)], True),
+                  (lambda x: ops.transpose(x, (2, 0, 1)), [f32(2, 3, 4)], True)],
+    "concat": [(lambda a, b: ops.concat((a, b), 1), [f32(3, 1), f32(3, 4)], True),
+               (lambda a, b: ops.concat([a, b], 0), [f32(1, 4), f32(4, 4)], True)],
+    "stack": [(lambda a, b: ops.stack([a, b], 1), [f32(3, 2), f32(3, 2)], True)],
+    "unstack": [(lambda x: ops.unstack(x), [f32(3, 2, 4)], True),
+                (lambda x: ops.unstack(x, 1), [f32(3, 2, 4)], True)],
+    "take": [(lambda W, i: ops.take(W, i), [f32(6, 3), ints(6, 4, 5)], True),
+             (lambda W, i: ops.take(W, i, 1), [f32(6, 3), ints(3, 2)], True)],
+    "matmul": [(op("matmul"), [f32(3, 5), f32(5, 4)], True),
+               (op("matmul"), [f32(2, 3, 5), f32(2, 5, 4)], True)],
+    "tanh": [(op("tanh"), [f32(3, 4)], True)],
+    "sigmoid": [(op("sigmoid"), [f32(3, 4) * 4], True)],
+    "relu": [(op("relu"), [f32(3, 4)], True)],
+    "exp": [(op("exp"), [f32(3, 4)], True)],
+    "log": [(op("log"), [pos(3, 4)], True)],
+    "sqrt": [(op("sqrt"), [pos(3, 4)], True)],
+    "abs": [(op("abs"), [f32(3, 4)], True)],
+    "maximum": [(lambda x: ops.maximum(x, 0.25), [f32(3, 4)], True),
+                (op("maximum"), [f32(3, 4), f32(3, 4)], True)],
+    "minimum": [(lambda x: ops.minimum(x, 0.25), [f32(3, 4)], True)],
+    "sum": [(op("sum"), [f32(3, 4)], True), (lambda x: ops.sum(x, 1, True), [f32(3, 4)], True)],
+    "mean": [(op("mean"), [f32(3, 4)], True), (lambda x: ops.mean(x, 0), [f32(3, 4)], True)],
+    "max": [(op("max"), [f32(3, 4)], True), (lambda x: ops.max(x, -1), [f32(3, 4)], True)],
+    "argmax": [(lambda x: ops.argmax(x, 1), [f32(5, 7)], False), (op("argmax"), [f32(5, 7)], False)],
+    "one_hot": [(lambda i: ops.one_hot(i, 5), [ints(5, 2, 3)], False)],
+    "softmax": [(op("softmax"), [f32(4, 6) * 3], True)],
+    "log_softmax": [(op("log_softmax"), [f32(4, 6) * 3], True),
+                    (lambda x: ops.log_softmax(x, 0), [f32(4, 6)], True)],
+    "softmax_cross_entropy": [(op("softmax_cross_entropy"), [f32(8, 6) * 3, ints(6, 8)], True)],
+    "manual_seed": [(_seeded_normal, [], False)],
+    "detach": [(lambda x: ops.detach(x) * 2.0, [f32(2, 3)], False)],
+    "value_and_grad": [(_vg, [f32(4, 3), f32(5, 4)], False),
+                       (_vg_aux, [f32(4, 3), f32(5, 4)], False)],
+    "compile": [(_compiled, [f32(4, 3), f32(5, 4)], False)],
+    "try_gpu": [(lambda x: ops.to_device(x, ops.try_gpu()) + 1.0, [f32(2, 2)], False)],
+    "cpu": [(lambda x: ops.to_device(x, ops.cpu()) + 1.0, [f32(2, 2)], False)],
+    "num_gpus": [(lambda: ops.num_gpus() >= 0, [], False)],
+    "to_device": [(lambda x: ops.to_device(x, ops.cpu()), [f32(2, 2)], True)],
+    "set_num_threads": [(lambda x: (ops.set_num_threads(2), x + 1.0)[1], [f32(2)], False)],
+}
+
+
+def test_every_shim_function_has_a_parity_case():
+    assert sorted(CASES) == sorted(SHIM_FUNCTIONS)
+
+
+@pytest.mark.parametrize(
+    "name, case",
+    [(name, i) for name, cases in CASES.items() for i in range(len(cases))],
+)
+def test_shim_function_matches_numpy(name, case):
+    fn, inputs, grad = CASES[name][case]
+    assert_parity(fn, inputs, grad=grad)
+
+
+def _signatures(path):
+    """{function name: argument names} for the top-level functions of a backend module."""
+    tree = ast.parse(path.read_text())
+    sigs = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            a = node.args
+            sigs[node.name] = [x.arg for x in a.posonlyargs + a.args] + (
+                ["*" + a.vararg.arg] if a.vararg else [])
+    return sigs
+
+
+@pytest.mark.parametrize("name", available_backends())
+def test_backend_module_defines_every_shim_function_with_one_signature(name):
+    reference = _signatures(BACKENDS_DIR / "numpy.py")
+    sigs = _signatures(BACKENDS_DIR / f"{name}.py")
+    missing = [f for f in SHIM_FUNCTIONS if f not in sigs]
+    assert not missing, f"backend {name} lacks {missing}"
+    for f in SHIM_FUNCTIONS:
+        assert sigs[f] == reference[f], f"{name}.{f}{sigs[f]} differs from numpy.{f}{reference[f]}"
+
+
+def test_active_backend_module_has_every_function_with_a_docstring():
+    module = d2l.get_backend()
+    for f in SHIM_FUNCTIONS:
+        assert callable(getattr(module, f)), f
+        assert getattr(module, f).__doc__, f"{d2l.backend_name()}.{f} has no docstring"
+
+
+def test_float32_and_int64_defaults():
+    floats = [ops.normal(0, 1, (2,)), ops.zeros(2), ops.ones(2), ops.tensor([1.5]),
+              ops.from_numpy(np.ones(2)), ops.arange(0.0, 1.0, 0.5), ops.one_hot(ops.tensor([1]), 3)]
+    for t in floats:
+        assert ops.to_numpy(t).dtype == np.float32
+    for t in [ops.arange(3), ops.tensor([1, 2]), ops.argmax(ops.tensor([[1.0, 3.0]]), 1)]:
+        assert ops.to_numpy(t).dtype == np.int64
+
+
+def test_book_aliases_and_top_level_names():
+    x = ops.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert float(ops.to_numpy(d2l.reduce_sum(x))) == 10.0
+    assert float(ops.to_numpy(d2l.reduce_mean(x))) == 2.5
+    np.testing.assert_array_equal(d2l.numpy(x), [[1.0, 2.0], [3.0, 4.0]])
+    assert d2l.matmul is d2l.get_backend().matmul
+
+
+def test_value_and_grad_matches_hand_computed_gradient():
+    # f(W) = sum((x W)^2)  =>  df/dW = 2 x^T (x W)
+    x = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]], np.float32)
+    W = np.array([[0.2, -0.1, 0.4], [0.3, 0.5, -0.2]], np.float32)
+    value, grads = ops.value_and_grad(lambda p, x: ops.sum(ops.matmul(x, p[0]) ** 2))(
+        [ops.from_numpy(W)], ops.from_numpy(x))
+    np.testing.assert_allclose(float(ops.to_numpy(value)), np.sum((x @ W) ** 2), rtol=1e-6)
+    np.testing.assert_allclose(ops.to_numpy(grads[0]), 2 * x.T @ (x @ W), rtol=1e-6)
+
+
+def test_sgd_updates_follow_numpy():
+    def sgd(W, b, X, y):
+        loss_fn = ops.value_and_grad(
+            lambda p, X, y: ops.mean(ops.softmax_cross_entropy(ops.matmul(X, p[0]) + p[1], y)))
+        params, losses = [W, b], []
+        for _ in range(5):
+            loss, grads = loss_fn(params, X, y)
+            params = [p - 0.5 * g for p, g in zip(params, grads)]
+            losses.append(loss)
+        return losses, params
+
+    (losses, params), _ = assert_parity(sgd, [f32(4, 3), np.zeros(3, np.float32), f32(16, 4),
+                                              ints(3, 16)])
+    assert losses[-1] < losses[0]
+
+
+def test_book_concatenation_demo():
+    # The book's cells, verbatim.
+    X, W_xh = d2l.normal(0, 1, (3, 1)), d2l.normal(0, 1, (1, 4))
+    H, W_hh = d2l.normal(0, 1, (3, 4)), d2l.normal(0, 1, (4, 4))
+    separate = d2l.matmul(X, W_xh) + d2l.matmul(H, W_hh)
+    joined = d2l.matmul(d2l.concat((X, H), 1), d2l.concat((W_xh, W_hh), 0))
+    assert d2l.shape(separate) == (3, 4)
+    assert_close(d2l.numpy(joined), d2l.numpy(separate), rtol=1e-5, atol=1e-5)
