@@ -19,6 +19,29 @@ from .backends import (
     set_backend,
     use_backend,
 )
+from .data import (
+    CORPORA,
+    NGramLM,
+    SeqDataLoader,
+    Vocab,
+    baseline_perplexity,
+    corpus_path,
+    count_corpus,
+    load_corpus,
+    load_corpus_time_machine,
+    load_data_lm,
+    load_data_time_machine,
+    ngram_counts,
+    ngram_perplexities,
+    plot_zipf,
+    read_corpus,
+    read_time_machine,
+    select_k,
+    seq_data_iter_random,
+    seq_data_iter_sequential,
+    tokenize,
+    train_val_split,
+)
 from .errors import BackendError, CheckpointError, D2LRNNError, DataError, TrainingError
 
 __version__ = "0.1.0"
@@ -27,6 +50,10 @@ __all__ = [
     "ops", "available_backends", "backend_name", "get_backend", "set_backend", "use_backend",
     "BackendError", "CheckpointError", "D2LRNNError", "DataError", "TrainingError",
     *SHIM_FUNCTIONS, *ALIASES,
+    "CORPORA", "corpus_path", "read_corpus", "read_time_machine", "tokenize", "load_corpus",
+    "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus", "ngram_counts", "NGramLM",
+    "select_k", "ngram_perplexities", "baseline_perplexity", "plot_zipf", "seq_data_iter_random",
+    "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine", "load_data_lm",
 ]
 
 

@@ -1,0 +1,181 @@
+"""Minibatches of token subsequences for training a language model.
+
+Each epoch is planned in NumPy: one random offset, then a ``(num_batches, batch_size)``
+array of start positions; the batches are gathered from it and converted to int64
+tensors of the active backend. Every backend therefore sees the same batches for the
+same seed.
+
+Two differences from the book, both so that an epoch always has the same length:
+
+* the offset is drawn from ``[0, min(num_steps - 1, slack)]`` for both iterators, where
+  ``slack = len(corpus) - 1 - batch_size * num_steps`` (the book's sequential iterator
+  draws from ``[0, num_steps]``; an offset of ``num_steps`` only drops one whole step);
+* an epoch has the number of minibatches of the largest possible offset, so a small
+  offset may leave a few more tokens unread than in the book.
+"""
+
+import numpy as np
+
+from .. import ops
+from ..backends import _common
+from ..errors import DataError
+from .corpus import load_corpus, train_val_split
+
+
+def _check_batching(num_tokens, batch_size, num_steps, name="corpus"):
+    for label, value in (("batch_size", batch_size), ("num_steps", num_steps)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            flag = label.replace("_", "-")
+            raise DataError(f"{label} is {value!r}: use a positive integer (--{flag})")
+    need = batch_size * num_steps + 1
+    if num_tokens < need:
+        raise DataError(f"{name} has {num_tokens} tokens, fewer than batch_size * num_steps + 1 = {need}: "
+                        "use a smaller --batch-size or --num-steps, or a longer text")
+
+
+def _max_offset(num_tokens, batch_size, num_steps):
+    return min(num_steps - 1, num_tokens - 1 - batch_size * num_steps)
+
+
+def num_batches(num_tokens, batch_size, num_steps, use_random_iter):
+    """Minibatches in one epoch over ``num_tokens`` tokens (the count at the largest offset)."""
+    usable = num_tokens - 1 - _max_offset(num_tokens, batch_size, num_steps)
+    if use_random_iter:
+        return (usable // num_steps) // batch_size
+    return (usable // batch_size) // num_steps
+
+
+def _random_starts(num_tokens, batch_size, num_steps, offset, rng):
+    """Start positions of the random iterator: shuffled subsequences cut every ``num_steps``."""
+    nb = num_batches(num_tokens, batch_size, num_steps, True)
+    num_subseqs = (num_tokens - 1 - offset) // num_steps
+    order = rng.permutation(num_subseqs)[:nb * batch_size]
+    return (offset + num_steps * order).reshape(nb, batch_size)
+
+
+def _sequential_starts(num_tokens, batch_size, num_steps, offset):
+    """Start positions of the sequential iterator: row ``r`` of batch ``i`` starts at
+    ``offset + r * row_len + i * num_steps``, so each row continues where it stopped."""
+    nb = num_batches(num_tokens, batch_size, num_steps, False)
+    row_len = (num_tokens - 1 - offset) // batch_size
+    return offset + row_len * np.arange(batch_size) + num_steps * np.arange(nb)[:, None]
+
+
+def _epoch(corpus, starts, num_steps):
+    """Gather all minibatches of an epoch at once, then yield them as backend tensors."""
+    index = starts[..., None] + np.arange(num_steps)
+    Xs, Ys = corpus[index], corpus[index + 1]
+
+    def batches():
+        for X, Y in zip(Xs, Ys):
+            yield ops.from_numpy(X), ops.from_numpy(Y)
+
+    return batches()
+
+
+def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):
+    corpus = np.asarray(corpus, dtype=np.int64).reshape(-1)
+    _check_batching(len(corpus), batch_size, num_steps, name)
+    rng = _common.generator() if rng is None else rng
+    offset = int(rng.integers(0, _max_offset(len(corpus), batch_size, num_steps) + 1)) if random_offset else 0
+    if use_random_iter:
+        starts = _random_starts(len(corpus), batch_size, num_steps, offset, rng)
+    else:
+        starts = _sequential_starts(len(corpus), batch_size, num_steps, offset)
+    return _epoch(corpus, starts, num_steps)
+
+
+def seq_data_iter_random(corpus, batch_size, num_steps, rng=None):
+    """Minibatches of random subsequences: ``X`` is ``(batch_size, num_steps)`` and ``Y`` is ``X``
+    shifted one token ahead.
+
+    After a random offset the corpus is cut into subsequences of ``num_steps`` tokens, which
+    are served in random order; neighbouring minibatches are not adjacent in the text.
+    """
+    return _plan(corpus, batch_size, num_steps, True, rng)
+
+
+def seq_data_iter_sequential(corpus, batch_size, num_steps, rng=None):
+    """Minibatches in reading order: after a random offset the corpus is reshaped into
+    ``batch_size`` rows, and minibatch ``i + 1`` continues each row where minibatch ``i`` ended."""
+    return _plan(corpus, batch_size, num_steps, False, rng)
+
+
+class SeqDataLoader:
+    """An iterable over minibatches of a corpus; each epoch draws a new random offset.
+
+    ``seed`` gives the loader its own generator (reproducible epochs); without it the shared
+    generator is used, which ``d2l.manual_seed`` resets.
+    """
+
+    def __init__(self, batch_size, num_steps, use_random_iter, max_tokens, corpus="timemachine",
+                 token="char", seed=None):
+        indices, vocab = load_corpus(corpus, token, max_tokens)
+        self._setup(indices, vocab, batch_size, num_steps, use_random_iter, seed, True, repr(str(corpus)))
+
+    @classmethod
+    def from_tokens(cls, tokens, vocab, batch_size, num_steps, use_random_iter, seed=None,
+                    random_offset=True, name="token list"):
+        """A loader over a given list (or array) of token indices, e.g. one split of a corpus.
+
+        ``random_offset=False`` starts every epoch at token 0 (with the sequential iterator the
+        batches are then the same every epoch, as evaluation wants).
+        """
+        loader = cls.__new__(cls)
+        loader._setup(tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name)
+        return loader
+
+    def _setup(self, tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name):
+        self.corpus = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        _check_batching(len(self.corpus), batch_size, num_steps, name)
+        self.vocab, self.batch_size, self.num_steps = vocab, int(batch_size), int(num_steps)
+        self.use_random_iter, self.random_offset, self.name = bool(use_random_iter), random_offset, name
+        self._rng = None if seed is None else np.random.default_rng(seed)
+
+    @property
+    def num_tokens(self):
+        """How many tokens the loader reads from (not all are served in every epoch)."""
+        return len(self.corpus)
+
+    def __len__(self):
+        return num_batches(self.num_tokens, self.batch_size, self.num_steps, self.use_random_iter)
+
+    def __iter__(self):
+        return _plan(self.corpus, self.batch_size, self.num_steps, self.use_random_iter, self._rng,
+                     self.random_offset, self.name)
+
+    def __repr__(self):
+        kind = "random" if self.use_random_iter else "sequential"
+        return (f"SeqDataLoader({self.num_tokens} tokens, batch_size={self.batch_size}, "
+                f"num_steps={self.num_steps}, {kind}, {len(self)} batches per epoch)")
+
+
+def load_data_time_machine(batch_size, num_steps, use_random_iter=False, max_tokens=10000):
+    """The book's loader: minibatches of the first ``max_tokens`` characters of *The Time Machine*."""
+    data_iter = SeqDataLoader(batch_size, num_steps, use_random_iter, max_tokens)
+    return data_iter, data_iter.vocab
+
+
+def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_iter=False, max_tokens=-1,
+                 val_fraction=0.1, token="char", seed=None):
+    """Training and validation minibatches of a corpus, and its vocabulary.
+
+    The vocabulary covers the whole corpus; the last ``val_fraction`` of the tokens is held
+    out. ``val_iter`` reads them in order from token 0, every epoch the same, with
+    ``min(batch_size, (len(val) - 1) // num_steps)`` rows so a short split still gives one
+    batch; it is None when ``val_fraction`` is 0.
+    """
+    indices, vocab = load_corpus(corpus, token, max_tokens)
+    train, val = train_val_split(indices, val_fraction)
+    name = repr(str(corpus))
+    train_iter = SeqDataLoader.from_tokens(train, vocab, batch_size, num_steps, use_random_iter, seed=seed,
+                                           name=f"the training split of {name}")
+    if val_fraction == 0:
+        return train_iter, None, vocab
+    need = num_steps + 1
+    if len(val) < need:
+        raise DataError(f"the validation split of {name} has {len(val)} tokens, fewer than num_steps + 1 = "
+                        f"{need}: use a smaller --num-steps or a larger --val-fraction")
+    val_iter = SeqDataLoader.from_tokens(val, vocab, min(batch_size, (len(val) - 1) // num_steps), num_steps,
+                                         False, random_offset=False, name=f"the validation split of {name}")
+    return train_iter, val_iter, vocab

@@ -1,0 +1,173 @@
+"""N-gram statistics and a count-based n-gram language model with add-k smoothing.
+
+The model is the baseline an RNN has to beat: on held-out text, its perplexity says how
+well plain counting of the previous ``n - 1`` tokens predicts the next one.
+"""
+
+import collections
+import math
+
+import numpy as np
+
+from ..errors import DataError
+
+#: Smoothing constants tried by :func:`select_k`, largest first.
+K_GRID = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
+
+
+def ngram_counts(tokens, n):
+    """A ``Counter`` of the ``n``-tuples of consecutive tokens (``n=1`` gives 1-tuples).
+
+    ``.most_common()`` lists them like the book's ``Vocab(bigram_tokens).token_freqs``.
+    """
+    _check_n(n)
+    tokens = list(tokens)
+    return collections.Counter(zip(*(tokens[i:] for i in range(n))))
+
+
+def _check_n(n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise DataError(f"n-gram order n={n!r} is not a positive integer: use n >= 1 (1 = unigram)")
+
+
+def _lookup(sorted_keys, keys):
+    """Positions of ``keys`` in ``sorted_keys``, -1 where absent."""
+    if not len(sorted_keys):
+        return np.full(len(keys), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return np.where(sorted_keys[pos] == keys, pos, -1)
+
+
+class NGramLM:
+    """Count-based language model of order ``n`` with add-k (Laplace for k=1) smoothing.
+
+    ``P(w | ctx) = (c(ctx, w) + k) / (c(ctx) + k * V)`` where ``ctx`` is the previous ``n - 1``
+    tokens, ``c(ctx)`` counts the occurrences of ``ctx`` that are followed by a token (so the
+    probabilities over the ``V`` tokens sum to 1) and an unseen context gives ``1 / V``.
+    The first ``n - 1`` tokens of a sequence have a shorter history; they are scored by the
+    same formula with the context they have (order ``t + 1`` for the token at position
+    ``t``), with the same ``k``, so every token of the sequence counts in the perplexity.
+
+    N-grams are stored as int64 keys: an m-gram's key is ``id(first m-1 tokens) * V + last
+    token``, where ``id`` is the prefix's position among the sorted distinct (m-1)-grams,
+    so keys stay below ``num_tokens * V`` whatever ``n`` is.
+    """
+
+    def __init__(self, n, k=1.0):
+        _check_n(n)
+        if not k > 0:
+            raise DataError(f"smoothing constant k={k} must be positive (k=0 gives unseen n-grams "
+                            "probability 0 and infinite perplexity): use e.g. k=1 or k=0.1")
+        self.n, self.k = int(n), float(k)
+        self.vocab_size = None
+
+    def _as_indices(self, tokens):
+        t = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if len(t) and (t.min() < 0 or t.max() >= self.vocab_size):
+            bad = int(t.min() if t.min() < 0 else t.max())
+            raise DataError(f"token index {bad} is outside the vocabulary of {self.vocab_size} "
+                            "tokens: pass indices from the same Vocab as vocab_size")
+        return t
+
+    def fit(self, tokens, vocab_size):
+        """Count every m-gram of ``tokens`` (indices in ``[0, vocab_size)``) for m = 1..n."""
+        if vocab_size < 1:
+            raise DataError(f"vocab_size is {vocab_size}: pass len(vocab)")
+        self.vocab_size = V = int(vocab_size)
+        t = self._as_indices(tokens)
+        self.num_tokens = len(t)
+        # keys[m]: sorted distinct m-gram keys; counts[m]: their counts; ctx[m]: how often
+        # each m-gram is followed by another token (the denominator for order m + 1).
+        self._keys = {1: np.arange(V, dtype=np.int64)}
+        self._counts = {1: np.bincount(t, minlength=V)}
+        self._ctx = {1: np.bincount(t[:-1], minlength=V)}
+        ids = t
+        for m in range(2, self.n + 1):
+            keys = ids[:-1] * V + t[m - 1:]
+            uniq, ids, counts = np.unique(keys, return_inverse=True, return_counts=True)
+            ids = ids.reshape(-1)
+            self._keys[m], self._counts[m] = uniq, counts
+            self._ctx[m] = np.bincount(ids[:-1], minlength=len(uniq))
+        return self
+
+    def _check_fitted(self):
+        if self.vocab_size is None:
+            raise DataError("this NGramLM is not fitted: call .fit(tokens, vocab_size) first")
+
+    def token_log_probs(self, tokens):
+        """``log P(w_t | w_{t-n+1}, ..., w_{t-1})`` for every position ``t`` of ``tokens`` (an array)."""
+        self._check_fitted()
+        t = self._as_indices(tokens)
+        V, k, T = self.vocab_size, self.k, len(t)
+        out = np.empty(T)
+        if T == 0:
+            return out
+        out[:] = np.log((self._counts[1][t] + k) / (self.num_tokens + k * V))  # order 1 for all
+        ids = t  # ids[i]: index of the (m-1)-gram starting at i among the fitted ones, or -1
+        for m in range(2, min(self.n, T) + 1):
+            ctx_ids = ids[:-1]
+            seen = ctx_ids >= 0
+            ctx_count = np.where(seen, self._ctx[m - 1][np.maximum(ctx_ids, 0)], 0)
+            ids = np.full(len(ctx_ids), -1, dtype=np.int64)
+            ids[seen] = _lookup(self._keys[m], ctx_ids[seen] * V + t[m - 1:][seen])
+            count = np.where(ids >= 0, self._counts[m][np.maximum(ids, 0)], 0)
+            logp = np.log((count + k) / (ctx_count + k * V))
+            # Position m-1 is the one token scored at order m; from position n-1 on, order n.
+            if m < self.n:
+                out[m - 1] = logp[0]
+            else:
+                out[m - 1:] = logp
+        return out
+
+    def log_prob(self, context, token):
+        """Natural log of ``P(token | context)``, using the last ``n - 1`` tokens of ``context``."""
+        context = list(context)[-(self.n - 1):] if self.n > 1 else []
+        return float(self.token_log_probs(context + [token])[-1])
+
+    def sequence_log_prob(self, tokens):
+        """Sum of the log probabilities of every token of ``tokens`` (see the class docstring)."""
+        return float(self.token_log_probs(tokens).sum())
+
+    def perplexity(self, tokens):
+        """``exp(-mean log P(w_t | history))`` over every token of ``tokens``."""
+        if len(tokens) == 0:
+            raise DataError("cannot compute the perplexity of an empty token sequence: "
+                            "give at least one token")
+        return math.exp(-float(self.token_log_probs(tokens).mean()))
+
+
+def select_k(train, vocab_size, n, grid=K_GRID, holdout_fraction=0.1):
+    """The ``k`` of ``grid`` with the lowest perplexity on the last ``holdout_fraction`` of ``train``.
+
+    The model is fitted on the rest of ``train``, so the validation split is never looked at.
+    """
+    cut = len(train) - max(1, int(round(len(train) * holdout_fraction)))
+    if cut < 1:
+        raise DataError(f"the training split has {len(train)} tokens, too few to choose k: "
+                        "give a longer corpus or pass k explicitly")
+    fit_part, held = train[:cut], train[cut:]
+    scores = {k: NGramLM(n, k).fit(fit_part, vocab_size).perplexity(held) for k in grid}
+    return min(scores, key=scores.get)
+
+
+def _k_for(k, n, train, vocab_size):
+    if k is None:
+        return select_k(train, vocab_size, n)
+    if isinstance(k, dict):
+        return k[n]
+    return k
+
+
+def ngram_perplexities(train, val, vocab_size, ns=(1, 2, 3, 5), k=None):
+    """``{n: perplexity on val}`` of add-k n-gram models fitted on ``train``.
+
+    ``k`` is one number for every order, a dict ``{n: k}``, or None to pick each order's k
+    with :func:`select_k` (on a slice of ``train``).
+    """
+    return {n: NGramLM(n, _k_for(k, n, train, vocab_size)).fit(train, vocab_size).perplexity(val)
+            for n in ns}
+
+
+def baseline_perplexity(train, val, vocab_size, n=3, k=None):
+    """Held-out perplexity of the add-k ``n``-gram model (trigram by default): the number to beat."""
+    return ngram_perplexities(train, val, vocab_size, ns=(n,), k=k)[n]
