@@ -37,26 +37,24 @@ def _max_offset(num_tokens, batch_size, num_steps):
     return min(num_steps - 1, num_tokens - 1 - batch_size * num_steps)
 
 
-def num_batches(num_tokens, batch_size, num_steps, use_random_iter):
+def num_batches(num_tokens, batch_size, num_steps, use_random_iter, random_offset=True):
     """Minibatches in one epoch over ``num_tokens`` tokens (the count at the largest offset)."""
-    usable = num_tokens - 1 - _max_offset(num_tokens, batch_size, num_steps)
+    usable = num_tokens - 1 - (_max_offset(num_tokens, batch_size, num_steps) if random_offset else 0)
     if use_random_iter:
         return (usable // num_steps) // batch_size
     return (usable // batch_size) // num_steps
 
 
-def _random_starts(num_tokens, batch_size, num_steps, offset, rng):
+def _random_starts(num_tokens, batch_size, num_steps, offset, nb, rng):
     """Start positions of the random iterator: shuffled subsequences cut every ``num_steps``."""
-    nb = num_batches(num_tokens, batch_size, num_steps, True)
     num_subseqs = (num_tokens - 1 - offset) // num_steps
     order = rng.permutation(num_subseqs)[:nb * batch_size]
     return (offset + num_steps * order).reshape(nb, batch_size)
 
 
-def _sequential_starts(num_tokens, batch_size, num_steps, offset):
+def _sequential_starts(num_tokens, batch_size, num_steps, offset, nb):
     """Start positions of the sequential iterator: row ``r`` of batch ``i`` starts at
     ``offset + r * row_len + i * num_steps``, so each row continues where it stopped."""
-    nb = num_batches(num_tokens, batch_size, num_steps, False)
     row_len = (num_tokens - 1 - offset) // batch_size
     return offset + row_len * np.arange(batch_size) + num_steps * np.arange(nb)[:, None]
 
@@ -77,11 +75,13 @@ def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=Tru
     corpus = np.asarray(corpus, dtype=np.int64).reshape(-1)
     _check_batching(len(corpus), batch_size, num_steps, name)
     rng = _common.generator() if rng is None else rng
-    offset = int(rng.integers(0, _max_offset(len(corpus), batch_size, num_steps) + 1)) if random_offset else 0
+    n = len(corpus)
+    offset = int(rng.integers(0, _max_offset(n, batch_size, num_steps) + 1)) if random_offset else 0
+    nb = num_batches(n, batch_size, num_steps, use_random_iter, random_offset)
     if use_random_iter:
-        starts = _random_starts(len(corpus), batch_size, num_steps, offset, rng)
+        starts = _random_starts(n, batch_size, num_steps, offset, nb, rng)
     else:
-        starts = _sequential_starts(len(corpus), batch_size, num_steps, offset)
+        starts = _sequential_starts(n, batch_size, num_steps, offset, nb)
     return _epoch(corpus, starts, num_steps)
 
 
@@ -138,7 +138,8 @@ class SeqDataLoader:
         return len(self.corpus)
 
     def __len__(self):
-        return num_batches(self.num_tokens, self.batch_size, self.num_steps, self.use_random_iter)
+        return num_batches(self.num_tokens, self.batch_size, self.num_steps, self.use_random_iter,
+                           self.random_offset)
 
     def __iter__(self):
         return _plan(self.corpus, self.batch_size, self.num_steps, self.use_random_iter, self._rng,

@@ -1,0 +1,197 @@
+"""The bundled corpora, reading and cleaning text, tokenizing, and the token-stream split."""
+
+import hashlib
+import time
+
+import numpy as np
+import pytest
+
+import d2lrnn as d2l
+from d2lrnn.data import corpus as corpus_module
+
+# From d2lrnn/data/README.md; timemachine.txt's is also the one the book's data hub records.
+SHA1 = {
+    "timemachine": "090b5e7e70c295757f55df93cb0a180b9691891a",
+    "tinyshakespeare": "04486597058d11dcc2c556b1d0433891eb639d2e",
+    "hongloumeng": "08181ede8980885fc602f7cb1525359d6c03c94d",
+}
+
+
+@pytest.mark.parametrize("name", d2l.CORPORA)
+def test_bundled_corpus_sha1(name):
+    assert hashlib.sha1(d2l.corpus_path(name).read_bytes()).hexdigest() == SHA1[name]
+
+
+def test_corpora_names():
+    assert d2l.CORPORA == ("timemachine", "tinyshakespeare", "hongloumeng")
+    assert d2l.corpus_path("hongloumeng").name == "hongloumeng-ch1-10.txt"
+
+
+def test_read_time_machine_book_numbers():
+    lines = d2l.read_time_machine()
+    assert len(lines) == 3221
+    assert lines[0] == "the time machine by h g wells"
+    assert lines[10] == "twinkled and his usually pale face was flushed and animated the"
+    assert lines[1] == ""  # blank lines stay, as with the book's readlines
+
+
+def test_tokenize_words_and_chars():
+    lines = d2l.read_time_machine()
+    assert d2l.tokenize(lines)[0] == ["the", "time", "machine", "by", "h", "g", "wells"]
+    assert d2l.tokenize(lines[:1], "char")[0][:5] == ["t", "h", "e", " ", "t"]
+    assert d2l.tokenize(["a  b", ""], "word") == [["a", "b"], []]
+
+
+def test_load_corpus_time_machine_book_numbers():
+    corpus, vocab = d2l.load_corpus_time_machine()
+    assert isinstance(corpus, list)
+    assert len(corpus) == 170580
+    assert len(vocab) == 28
+    assert vocab.idx_to_token[:10] == ["<unk>", " ", "e", "t", "a", "i", "n", "o", "s", "h"]
+    # "the time machine": lines are joined without a separator, as in the book.
+    assert vocab.to_tokens(corpus[:16]) == list("the time machine")
+
+
+def test_load_corpus_max_tokens_keeps_full_vocab():
+    corpus, vocab = d2l.load_corpus_time_machine(max_tokens=10000)
+    assert len(corpus) == 10000 and len(vocab) == 28
+
+
+def test_word_corpus_the_count():
+    corpus, vocab = d2l.load_corpus("timemachine", token="word")
+    assert vocab.token_freqs[:3] == [("the", 2261), ("i", 1267), ("and", 1245)]
+    assert vocab["the"] == 1
+    assert len(corpus) == 32775 and len(vocab) == 4580
+    assert corpus.dtype == np.int64 and int(np.sum(corpus == 1)) == 2261
+
+
+def test_tinyshakespeare_numbers():
+    assert len(d2l.read_corpus("tinyshakespeare")) == 40000
+    chars, vocab = d2l.load_corpus("tinyshakespeare")
+    assert len(chars) == 1026804 and len(vocab) == 28
+    words, wvocab = d2l.load_corpus("tinyshakespeare", "word")
+    assert len(words) == 208503 and len(wvocab) == 11456
+
+
+def test_tinyshakespeare_vocab_is_fast():
+    def build():
+        corpus_module._read_lines.cache_clear()
+        d2l.load_corpus("tinyshakespeare")
+
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        build()
+        times.append(time.perf_counter() - start)
+    assert min(times) < 0.5  # ~0.1 s measured: read, clean, count, index 1.1 MB
+
+
+def test_hongloumeng_keeps_every_character_but_line_breaks():
+    lines = d2l.read_corpus("hongloumeng")
+    assert len(lines) == 348
+    assert lines[1].startswith("    此开卷第一回也。作者自云：")
+    corpus, vocab = d2l.load_corpus("hongloumeng")
+    # README: 69,075 characters and 2,720 distinct with the 347 line breaks; without them
+    # 68,728 tokens and 2,719 distinct, plus <unk>.
+    assert len(corpus) == 68728 and len(vocab) == 2720
+    assert "，" in vocab and "\n" not in vocab
+
+
+def test_word_tokens_refused_for_cjk():
+    with pytest.raises(d2l.DataError, match="no spaces between words: use token='char'"):
+        d2l.load_corpus("hongloumeng", token="word")
+
+
+def test_corpus_by_path_english(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text("Hello, World!\r\n\r\nIt's 9 o'clock.\n", encoding="utf-8")
+    assert d2l.corpus_path(str(path)) == path
+    assert d2l.read_corpus(path) == ["hello world", "", "it s o clock"]
+    corpus, vocab = d2l.load_corpus(str(path), token="word")
+    assert vocab.to_tokens(corpus.tolist()) == ["hello", "world", "it", "s", "o", "clock"]
+
+
+def test_corpus_by_path_cjk_detected(tmp_path):
+    path = tmp_path / "poem.txt"
+    path.write_text("床前明月光，\n疑是地上霜。\n", encoding="utf-8")
+    assert d2l.read_corpus(path) == ["床前明月光，", "疑是地上霜。"]
+    corpus, vocab = d2l.load_corpus(path)
+    assert len(corpus) == 12 and len(vocab) == 13
+
+
+def test_byte_order_mark_dropped(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffabc".encode())
+    assert d2l.read_corpus(path) == ["abc"]
+
+
+def test_train_val_split():
+    train, val = d2l.train_val_split(list(range(10)), 0.2)
+    assert train == list(range(8)) and val == [8, 9]
+    assert d2l.train_val_split(list(range(10)), 0) == (list(range(10)), [])
+    train, val = d2l.train_val_split(np.arange(170580), 0.1)
+    assert (len(train), len(val)) == (153522, 17058)
+    assert val[0] == 153522 and isinstance(val, np.ndarray)
+
+
+def _one_line(err):
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("fraction", [1, 1.5, -0.1])
+def test_train_val_split_bad_fraction(fraction):
+    with pytest.raises(d2l.DataError, match=r"val_fraction is .*outside \[0, 1\)") as err:
+        d2l.train_val_split([1, 2, 3], fraction)
+    _one_line(err)
+
+
+def test_unknown_corpus_name():
+    with pytest.raises(d2l.DataError) as err:
+        d2l.read_corpus("timemachin")
+    assert _one_line(err) == ("unknown corpus 'timemachin': choose one of timemachine, tinyshakespeare, "
+                              "hongloumeng, or a path to a UTF-8 text file")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(d2l.DataError, match="corpus file '.*nope.txt' does not exist") as err:
+        d2l.load_corpus(str(tmp_path / "nope.txt"))
+    _one_line(err)
+
+
+def test_directory_is_not_a_corpus(tmp_path):
+    with pytest.raises(d2l.DataError, match="is not a file"):
+        d2l.read_corpus(tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\n\t"])
+def test_empty_file(tmp_path, content):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(content)
+    with pytest.raises(d2l.DataError, match="empty.txt' is empty") as err:
+        d2l.read_corpus(path)
+    _one_line(err)
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("café au lait".encode("latin-1"))
+    with pytest.raises(d2l.DataError) as err:
+        d2l.read_corpus(path)
+    assert _one_line(err) == (f"corpus file '{path}' is not UTF-8 text (byte 0xe9 at offset 3): "
+                              "re-save it as UTF-8")
+
+
+def test_no_tokens_after_cleaning(tmp_path):
+    path = tmp_path / "digits.txt"
+    path.write_text("1234 5678\n", encoding="utf-8")
+    with pytest.raises(d2l.DataError, match="has no char tokens after cleaning"):
+        d2l.load_corpus(path)
+
+
+def test_unknown_token_type():
+    with pytest.raises(d2l.DataError, match="unknown token type 'byte': use 'char' or 'word'"):
+        d2l.tokenize(["abc"], "byte")
+    with pytest.raises(d2l.DataError, match="unknown token type"):
+        d2l.load_corpus("timemachine", token="bpe")

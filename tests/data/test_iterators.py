@@ -1,0 +1,207 @@
+"""Minibatch iterators: the book's toy example, properties over random shapes, parity with NumPy."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import d2lrnn as d2l
+from d2lrnn import ops
+
+PROPERTIES = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def as_numpy(batches):
+    return [(ops.to_numpy(X), ops.to_numpy(Y)) for X, Y in batches]
+
+
+def test_book_toy_random():
+    batches = as_numpy(d2l.seq_data_iter_random(list(range(35)), 2, 5, rng=np.random.default_rng(0)))
+    # offset 4: subsequences start at 4, 9, ..., 29, served in the order 19 14 | 29 24 | 4 9
+    expected_X = [[[19, 20, 21, 22, 23], [14, 15, 16, 17, 18]],
+                  [[29, 30, 31, 32, 33], [24, 25, 26, 27, 28]],
+                  [[4, 5, 6, 7, 8], [9, 10, 11, 12, 13]]]
+    expected_Y = [[[20, 21, 22, 23, 24], [15, 16, 17, 18, 19]],
+                  [[30, 31, 32, 33, 34], [25, 26, 27, 28, 29]],
+                  [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]]
+    assert [X.tolist() for X, _ in batches] == expected_X
+    assert [Y.tolist() for _, Y in batches] == expected_Y
+
+
+def test_book_toy_sequential():
+    batches = as_numpy(d2l.seq_data_iter_sequential(list(range(35)), 2, 5, rng=np.random.default_rng(0)))
+    # offset 4: rows 4..18 and 19..33, read five tokens at a time
+    expected_X = [[[4, 5, 6, 7, 8], [19, 20, 21, 22, 23]],
+                  [[9, 10, 11, 12, 13], [24, 25, 26, 27, 28]],
+                  [[14, 15, 16, 17, 18], [29, 30, 31, 32, 33]]]
+    expected_Y = [[[5, 6, 7, 8, 9], [20, 21, 22, 23, 24]],
+                  [[10, 11, 12, 13, 14], [25, 26, 27, 28, 29]],
+                  [[15, 16, 17, 18, 19], [30, 31, 32, 33, 34]]]
+    assert [X.tolist() for X, _ in batches] == expected_X
+    assert [Y.tolist() for _, Y in batches] == expected_Y
+
+
+def test_batches_are_int64_backend_tensors():
+    X, Y = next(iter(d2l.seq_data_iter_random(list(range(35)), 2, 5)))
+    assert ops.is_tensor(X) and ops.is_tensor(Y)
+    assert tuple(ops.shape(X)) == (2, 5)
+    assert ops.to_numpy(X).dtype == np.int64 and ops.to_numpy(Y).dtype == np.int64
+
+
+def test_shared_generator_when_no_rng():
+    d2l.manual_seed(5)
+    first = as_numpy(d2l.seq_data_iter_random(list(range(100)), 3, 4))
+    d2l.manual_seed(5)
+    assert np.array_equal(as_numpy(d2l.seq_data_iter_random(list(range(100)), 3, 4)), first)
+
+
+shapes = st.tuples(st.integers(1, 6), st.integers(1, 9), st.integers(0, 120), st.integers(0, 2**31))
+
+
+def loader(length, batch_size, num_steps, random, seed):
+    return d2l.SeqDataLoader.from_tokens(np.arange(length), None, batch_size, num_steps, random, seed=seed)
+
+
+@PROPERTIES
+@given(shapes, st.booleans())
+def test_labels_shift_and_positions_unique(shape, random):
+    batch_size, num_steps, extra, seed = shape
+    length = batch_size * num_steps + 1 + extra
+    data = loader(length, batch_size, num_steps, random, seed)
+    for _ in range(2):  # two epochs, two offsets
+        batches = as_numpy(data)
+        assert len(batches) == len(data) >= 1
+        Xs = np.stack([X for X, _ in batches])
+        Ys = np.stack([Y for _, Y in batches])
+        assert Xs.shape == (len(data), batch_size, num_steps)
+        # token value = position: labels are the next position, rows are contiguous runs
+        assert np.array_equal(Ys, Xs + 1)
+        assert np.array_equal(np.diff(Xs, axis=2), np.ones((len(data), batch_size, num_steps - 1)))
+        assert len(np.unique(Xs)) == Xs.size
+        assert 0 <= Xs.min() and Ys.max() < length
+
+
+@PROPERTIES
+@given(shapes)
+def test_sequential_rows_continue(shape):
+    batch_size, num_steps, extra, seed = shape
+    data = loader(batch_size * num_steps + 1 + extra, batch_size, num_steps, False, seed)
+    Xs = np.stack([X for X, _ in as_numpy(data)])
+    offset = Xs[0, 0, 0]
+    assert 0 <= offset <= num_steps - 1
+    # batch i + 1 starts each row right after batch i ended it
+    assert np.array_equal(Xs[1:, :, 0], Xs[:-1, :, -1] + 1)
+    rows = Xs.transpose(1, 0, 2).reshape(batch_size, -1)
+    assert np.array_equal(rows, rows[:, :1] + np.arange(rows.shape[1]))
+
+
+@PROPERTIES
+@given(shapes)
+def test_random_subsequences_on_a_grid(shape):
+    batch_size, num_steps, extra, seed = shape
+    data = loader(batch_size * num_steps + 1 + extra, batch_size, num_steps, True, seed)
+    starts = np.stack([X[:, 0] for X, _ in as_numpy(data)])
+    offsets = starts % num_steps
+    assert len(np.unique(offsets)) == 1 and offsets.flat[0] <= num_steps - 1
+
+
+@PROPERTIES
+@given(shapes, st.booleans())
+def test_same_seed_same_batches_as_numpy(shape, random):
+    batch_size, num_steps, extra, seed = shape
+    length = batch_size * num_steps + 1 + extra
+    tokens = np.random.default_rng(seed).integers(0, 30, length)
+    here = as_numpy(d2l.SeqDataLoader.from_tokens(tokens, None, batch_size, num_steps, random, seed=seed))
+    with d2l.use_backend("numpy"):
+        reference = as_numpy(d2l.SeqDataLoader.from_tokens(tokens, None, batch_size, num_steps, random,
+                                                           seed=seed))
+    assert len(here) == len(reference)
+    for (X, Y), (X_ref, Y_ref) in zip(here, reference):
+        assert np.array_equal(X, X_ref) and np.array_equal(Y, Y_ref)
+
+
+def test_time_machine_loader():
+    data_iter, vocab = d2l.load_data_time_machine(32, 35)
+    assert len(vocab) == 28 and data_iter.vocab is vocab and data_iter.num_tokens == 10000
+    assert len(data_iter) == 8  # (10000 - 1 - 34) // 32 = 311 tokens a row, 8 steps of 35
+    assert len(list(data_iter)) == 8
+    full = d2l.SeqDataLoader(32, 35, True, -1, seed=0)
+    # (170580 - 1 - 34) // 35 = 4872 subsequences: 152 batches of 32
+    assert full.num_tokens == 170580 and len(full) == 152
+    assert len(list(full)) == 152
+
+
+def test_loader_epochs_differ_and_seed_repeats():
+    a = d2l.SeqDataLoader(4, 10, False, 2000, seed=1)
+    b = d2l.SeqDataLoader(4, 10, False, 2000, seed=1)
+    epochs_a = [as_numpy(a) for _ in range(4)]
+    epochs_b = [as_numpy(b) for _ in range(4)]
+    assert np.array_equal(epochs_a, epochs_b)
+    firsts = {int(epoch[0][0][0, 0] != epochs_a[0][0][0][0, 0]) for epoch in epochs_a[1:]}
+    assert 1 in firsts  # a new offset in some later epoch
+
+
+def test_load_data_lm():
+    train_iter, val_iter, vocab = d2l.load_data_lm(batch_size=32, num_steps=35, seed=0)
+    assert len(vocab) == 28
+    assert (train_iter.num_tokens, val_iter.num_tokens) == (153522, 17058)
+    corpus, _ = d2l.load_corpus("timemachine")
+    first, again = as_numpy(val_iter), as_numpy(val_iter)
+    assert len(first) == len(val_iter) == 15  # offset 0: 17057 // 32 = 533 tokens a row, 15 steps of 35
+    assert np.array_equal(first, again)  # evaluation reads the same batches every time
+    assert np.array_equal(first[0][0][0], corpus[153522:153522 + 35])
+    assert np.array_equal(first[1][0][0], corpus[153522 + 35:153522 + 70])
+
+
+def test_load_data_lm_shrinks_val_batch():
+    train_iter, val_iter, _ = d2l.load_data_lm(batch_size=8, num_steps=35, max_tokens=1000)
+    assert (train_iter.num_tokens, val_iter.num_tokens) == (900, 100)
+    assert val_iter.batch_size == 2 and train_iter.batch_size == 8  # (100 - 1) // 35 rows
+    assert len(list(val_iter)) == 1
+
+
+def test_load_data_lm_without_val():
+    train_iter, val_iter, _ = d2l.load_data_lm(batch_size=4, num_steps=5, max_tokens=500, val_fraction=0)
+    assert val_iter is None and train_iter.num_tokens == 500
+
+
+def test_load_data_lm_words():
+    train_iter, val_iter, vocab = d2l.load_data_lm(token="word", batch_size=8, num_steps=10)
+    assert len(vocab) == 4580 and train_iter.num_tokens + val_iter.num_tokens == 32775
+
+
+def test_val_split_too_short():
+    with pytest.raises(d2l.DataError) as err:
+        d2l.load_data_lm(batch_size=2, num_steps=35, max_tokens=300)
+    assert str(err.value) == ("the validation split of 'timemachine' has 30 tokens, fewer than "
+                              "num_steps + 1 = 36: use a smaller --num-steps or a larger --val-fraction")
+
+
+def test_corpus_too_short():
+    with pytest.raises(d2l.DataError) as err:
+        d2l.SeqDataLoader(2, 35, False, 40)
+    assert str(err.value) == ("'timemachine' has 40 tokens, fewer than batch_size * num_steps + 1 = 71: "
+                              "use a smaller --batch-size or --num-steps, or a longer text")
+    with pytest.raises(d2l.DataError, match="corpus has 10 tokens, fewer than"):
+        d2l.seq_data_iter_sequential(list(range(10)), 2, 5)
+
+
+def test_exactly_enough_tokens():
+    batches = as_numpy(d2l.seq_data_iter_random(list(range(11)), 2, 5))
+    assert len(batches) == 1 and sorted(batches[0][0][:, 0].tolist()) == [0, 5]
+
+
+@pytest.mark.parametrize("batch_size, num_steps, what", [
+    (0, 5, "batch_size is 0: use a positive integer (--batch-size)"),
+    (2, 0, "num_steps is 0: use a positive integer (--num-steps)"),
+    (-1, 5, "batch_size is -1"),
+    (2.5, 5, "batch_size is 2.5"),
+])
+def test_bad_batch_settings(batch_size, num_steps, what):
+    for make in (lambda: d2l.seq_data_iter_random(list(range(100)), batch_size, num_steps),
+                 lambda: d2l.SeqDataLoader(batch_size, num_steps, True, 1000),
+                 lambda: d2l.load_data_lm(batch_size=batch_size, num_steps=num_steps)):
+        with pytest.raises(d2l.DataError) as err:
+            make()
+        assert str(err.value).startswith(what) and "\n" not in str(err.value)
