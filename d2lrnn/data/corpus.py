@@ -96,7 +96,7 @@ def _read_lines(path, mtime_ns, size):
 
 
 def _lines_and_script(name_or_path):
-    path = corpus_path(name_or_path)
+    path = corpus_path(name_or_path).resolve()
     stat = path.stat()
     return _read_lines(str(path), stat.st_mtime_ns, stat.st_size)
 

@@ -111,7 +111,8 @@ class SeqDataLoader:
     def __init__(self, batch_size, num_steps, use_random_iter, max_tokens, corpus="timemachine",
                  token="char", seed=None):
         indices, vocab = load_corpus(corpus, token, max_tokens)
-        self._setup(indices, vocab, batch_size, num_steps, use_random_iter, seed, True, repr(str(corpus)))
+        self._setup(indices, vocab, batch_size, num_steps, use_random_iter, seed, True,
+                    f"corpus {str(corpus)!r}")
 
     @classmethod
     def from_tokens(cls, tokens, vocab, batch_size, num_steps, use_random_iter, seed=None,
@@ -168,7 +169,7 @@ def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_i
     """
     indices, vocab = load_corpus(corpus, token, max_tokens)
     train, val = train_val_split(indices, val_fraction)
-    name = repr(str(corpus))
+    name = f"corpus {str(corpus)!r}"
     train_iter = SeqDataLoader.from_tokens(train, vocab, batch_size, num_steps, use_random_iter, seed=seed,
                                            name=f"the training split of {name}")
     if val_fraction == 0:

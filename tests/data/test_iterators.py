@@ -174,15 +174,15 @@ def test_load_data_lm_words():
 def test_val_split_too_short():
     with pytest.raises(d2l.DataError) as err:
         d2l.load_data_lm(batch_size=2, num_steps=35, max_tokens=300)
-    assert str(err.value) == ("the validation split of 'timemachine' has 30 tokens, fewer than "
+    assert str(err.value) == ("the validation split of corpus 'timemachine' has 30 tokens, fewer than "
                               "num_steps + 1 = 36: use a smaller --num-steps or a larger --val-fraction")
 
 
 def test_corpus_too_short():
     with pytest.raises(d2l.DataError) as err:
         d2l.SeqDataLoader(2, 35, False, 40)
-    assert str(err.value) == ("'timemachine' has 40 tokens, fewer than batch_size * num_steps + 1 = 71: "
-                              "use a smaller --batch-size or --num-steps, or a longer text")
+    assert str(err.value) == ("corpus 'timemachine' has 40 tokens, fewer than batch_size * num_steps + 1 "
+                              "= 71: use a smaller --batch-size or --num-steps, or a longer text")
     with pytest.raises(d2l.DataError, match="corpus has 10 tokens, fewer than"):
         d2l.seq_data_iter_sequential(list(range(10)), 2, 5)
 
