@@ -79,7 +79,7 @@ def is_cjk(text):
 
 
 def _split_lines(text):
-    """Lines as ``readlines`` gives them (``\n``, ``\r\n`` or ``\r`` ends a line), without the breaks."""
+    """Lines as ``readlines`` cuts them (LF, CRLF or CR ends a line), without the line breaks."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return lines[:-1] if lines[-1] == "" else lines
 
