@@ -9,6 +9,7 @@ is read from this folder.
 """
 
 import contextlib
+import functools
 import importlib
 import os
 import pkgutil
@@ -29,7 +30,7 @@ SHIM_FUNCTIONS = (
     # classification helpers
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
     # randomness, gradients, compilation, devices
-    "manual_seed", "detach", "value_and_grad", "compile",
+    "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",
 )
 
@@ -48,13 +49,19 @@ _active_name = None
 _modules = {}
 
 
+@functools.lru_cache(maxsize=1)
+def _backend_names():
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
+
+
 def available_backends():
     """Names of the backends this installation knows (whether or not their framework is installed)."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return list(_backend_names())
+
 
 
 def _check_name(name):
-    names = available_backends()
+    names = _backend_names()
     if name not in names:
         raise BackendError(
             f"unknown backend {name!r}: choose one of {', '.join(names)} "
@@ -84,7 +91,8 @@ def load_backend(name):
 
 def get_backend():
     """The module of the active backend, importing its framework on first use."""
-    return load_backend(backend_name())
+    module = _modules.get(_active_name)  # the fast path: every shim call comes through here
+    return module if module is not None else load_backend(backend_name())
 
 
 def set_backend(name):

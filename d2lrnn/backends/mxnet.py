@@ -282,6 +282,25 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
+def custom_vjp(fwd, bwd):
+    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
+
+    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
+    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
+    argument (an output that was not used gets a zero gradient).
+    """
+
+    class Function(autograd.Function):
+        def forward(self, *args):
+            outputs, self.residuals = fwd(*args)
+            return tuple(outputs)
+
+        def backward(self, *gs):
+            return tuple(bwd(self.residuals, *gs))
+
+    return lambda *args: Function()(*args)
+
+
 def compile(fn):  # noqa: A001
     """MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged."""
     return fn

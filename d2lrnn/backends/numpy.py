@@ -53,7 +53,9 @@ def from_numpy(array, device=None):
 
 def to_numpy(x):
     """A NumPy array with the values of ``x`` (no gradient attached)."""
-    return np.asarray(x._value if hasattr(x, "_value") else x)
+    while hasattr(x, "_value"):  # an autograd box, possibly nested
+        x = x._value
+    return np.asarray(x)
 
 
 def astype(x, dtype):
@@ -108,8 +110,31 @@ def unstack(x, axis=0):
 
 def take(x, indices, axis=0):
     """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    indices = to_numpy(indices)
     axis = axis % len(anp.shape(x))
-    return x[(slice(None),) * axis + (to_numpy(indices),)]
+    if axis == 0 and anp.ndim(x) == 2:
+        return _take_rows(x, indices)
+    return x[(slice(None),) * axis + (indices,)]
+
+
+@primitive
+def _take_rows(W, indices):
+    return W[indices]
+
+
+def _take_rows_vjp(ans, W, indices):
+    # The gradient of a row gather scatters rows back: one_hot(indices)^T g, one small matmul
+    # (autograd's default for indexing uses np.add.at, ~100x slower here).
+    def vjp(g):
+        flat = indices.reshape(-1)
+        one_hot_t = np.zeros((W.shape[0], flat.size), dtype=g.dtype)
+        one_hot_t[flat, np.arange(flat.size)] = 1
+        return one_hot_t @ g.reshape(flat.size, -1)
+
+    return vjp
+
+
+autograd.extend.defvjp(_take_rows, _take_rows_vjp, None)
 
 
 # -- arithmetic ------------------------------------------------------------------------------
@@ -265,7 +290,9 @@ def value_and_grad(f, has_aux=False):
 
         def wrapped(params, *args):
             grads, (value, aux) = grad_aux(list(params), *args)
-            return (value, aux), list(grads)
+            # Tensors nested in aux are still autograd boxes: unbox them so that a carried
+            # state does not keep this step's graph alive.
+            return (to_numpy(value), _common.tree_map(to_numpy, aux)), list(grads)
 
         return wrapped
     vg = autograd.value_and_grad(f)
@@ -275,6 +302,36 @@ def value_and_grad(f, has_aux=False):
         return value, list(grads)
 
     return wrapped
+
+
+def custom_vjp(fwd, bwd):
+    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
+
+    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
+    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
+    argument (an output that was not used gets a zero gradient).
+    """
+    last = {}
+
+    @primitive
+    def f(*args):
+        outputs, last["residuals"] = fwd(*args)
+        last["outputs"] = outputs = tuple(outputs)
+        return outputs
+
+    def vjp_maker(argnums, ans, args, kwargs):
+        # autograd builds the node right after calling f, so the stored residuals are this call's.
+        residuals = last["residuals"] if ans is last.get("outputs") else fwd(*args)[1]
+
+        def vjp(gs):
+            grads = bwd(residuals, *gs)
+            return tuple(grads[i] for i in argnums)
+
+        return vjp
+
+    autograd.extend.defvjp_argnums(f, vjp_maker)
+    # While tracing, f returns autograd's SequenceBox; callers get a plain tuple of outputs.
+    return lambda *args: tuple(f(*args))
 
 
 def compile(fn):  # noqa: A001

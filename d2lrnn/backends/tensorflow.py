@@ -263,6 +263,28 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
+def custom_vjp(fwd, bwd):
+    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
+
+    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
+    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
+    argument (an output that was not used gets a zero gradient).
+    """
+
+    @tf.custom_gradient
+    def f(*args):
+        outputs, residuals = fwd(*args)
+        outputs = tuple(outputs)
+
+        def grad(*gs):
+            gs = [tf.zeros_like(o) if g is None else g for g, o in zip(gs, outputs)]
+            return list(bwd(residuals, *gs))
+
+        return outputs, grad
+
+    return f
+
+
 def compile(fn):  # noqa: A001
     """``tf.function(fn)``: traced once per input signature, then run as one graph."""
     return tf.function(fn, reduce_retracing=True)

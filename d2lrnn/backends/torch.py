@@ -263,6 +263,27 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
+def custom_vjp(fwd, bwd):
+    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
+
+    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
+    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
+    argument (an output that was not used gets a zero gradient).
+    """
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            outputs, ctx.residuals = fwd(*args)
+            return tuple(outputs)
+
+        @staticmethod
+        def backward(ctx, *gs):
+            return tuple(bwd(ctx.residuals, *gs))
+
+    return Function.apply
+
+
 def compile(fn):  # noqa: A001
     """Eager PyTorch is fastest for these small step functions: returned unchanged."""
     return fn

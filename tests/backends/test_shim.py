@@ -59,6 +59,24 @@ def _compiled(W, x):
     return ops.compile(step)([W], x)
 
 
+def _product_and_tanh_sum(a, b):
+    # outputs (a * b, tanh(a + b)) with their gradients written by hand
+    def fwd(a, b):
+        s = ops.tanh(a + b)
+        return (a * b, s), (a, b, s)
+
+    def bwd(res, g_prod, g_tanh):
+        a, b, s = res
+        g_sum = g_tanh * (1.0 - s * s)
+        return g_prod * b + g_sum, g_prod * a + g_sum
+
+    return ops.custom_vjp(fwd, bwd)(a, b)
+
+
+def _custom_vjp_one_output_used(a, b):
+    return _product_and_tanh_sum(a, b)[0] * 3.0
+
+
 # name -> list of (function, NumPy inputs, check gradients?)
 CASES = {
     "normal": [(_seeded_normal, [], False)],
@@ -110,6 +128,8 @@ CASES = {
     "detach": [(lambda x: ops.detach(x) * 2.0, [f32(2, 3)], False)],
     "value_and_grad": [(_vg, [f32(4, 3), f32(5, 4)], False),
                        (_vg_aux, [f32(4, 3), f32(5, 4)], False)],
+    "custom_vjp": [(_product_and_tanh_sum, [f32(3, 4), f32(3, 4)], True),
+                   (_custom_vjp_one_output_used, [f32(3, 4), f32(3, 4)], True)],
     "compile": [(_compiled, [f32(4, 3), f32(5, 4)], False)],
     "try_gpu": [(lambda x: ops.to_device(x, ops.try_gpu()) + 1.0, [f32(2, 2)], False)],
     "cpu": [(lambda x: ops.to_device(x, ops.cpu()) + 1.0, [f32(2, 2)], False)],
@@ -212,3 +232,20 @@ def test_book_concatenation_demo():
     joined = d2l.matmul(d2l.concat((X, H), 1), d2l.concat((W_xh, W_hh), 0))
     assert d2l.shape(separate) == (3, 4)
     assert_close(d2l.numpy(joined), d2l.numpy(separate), rtol=1e-5, atol=1e-5)
+
+
+def test_custom_vjp_gradient_equals_automatic_gradient():
+    a, b = f32(3, 4), f32(3, 4)
+
+    def automatic(p):
+        return ops.sum(p[0] * p[1] * 2.0 + ops.tanh(p[0] + p[1]))
+
+    def custom(p):
+        prod, tanh_sum = _product_and_tanh_sum(p[0], p[1])
+        return ops.sum(prod * 2.0 + tanh_sum)
+
+    args = [[ops.from_numpy(a), ops.from_numpy(b)]]
+    _, expected = ops.value_and_grad(automatic)(*args)
+    _, actual = ops.value_and_grad(custom)(*args)
+    for e, g in zip(expected, actual):
+        np.testing.assert_allclose(ops.to_numpy(g), ops.to_numpy(e), rtol=1e-5, atol=1e-6)

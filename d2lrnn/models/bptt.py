@@ -1,0 +1,56 @@
+"""Backpropagation through time for the tanh recurrence, written by hand once for every backend.
+
+Forward, for t = 1..T:   H_t = tanh(Z_t),   Z_t = XW_t + H_{t-1} W_hh
+Backward, for t = T..1:  dH_t += dL/dH_t (from the outputs)
+                         dZ_t  = dH_t * (1 - H_t^2)
+                         dH_{t-1} = dZ_t W_hh^T
+and, once the loop is done, dXW_t = dZ_t and
+
+    dW_hh = sum_t H_{t-1}^T dZ_t = [H_0; ...; H_{T-1}]^T [dZ_1; ...; dZ_T]
+
+which is a single matrix product over all steps instead of T products and T additions.
+Running the time loop outside the framework's autograd tape also saves recording T
+small operations per step.
+"""
+
+from .. import backends, ops
+
+
+def _forward(XW, H0, W_hh):
+    H, hiddens = H0, []
+    for XW_t in ops.unstack(XW):
+        H = ops.tanh(XW_t + ops.matmul(H, W_hh))
+        hiddens.append(H)
+    Hs = ops.stack(hiddens)
+    return (Hs, H), (Hs, H0, W_hh)
+
+
+def _backward(residuals, dHs, dH_last):
+    Hs, H0, W_hh = residuals
+    T, B, h = ops.shape(Hs)
+    hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
+    W_hh_T = ops.transpose(W_hh)
+    dH, dZ = dH_last, [None] * T
+    for t in reversed(range(T)):
+        dH = dH + dH_out[t]
+        dZ[t] = dH * (1.0 - hiddens[t] * hiddens[t])
+        dH = ops.matmul(dZ[t], W_hh_T)
+    dZ = ops.stack(dZ)
+    H_prev = ops.stack([H0] + hiddens[:-1])
+    dW_hh = ops.matmul(ops.transpose(ops.reshape(H_prev, (T * B, h))), ops.reshape(dZ, (T * B, h)))
+    return dZ, dH, dW_hh
+
+
+_scans = {}
+
+
+def rnn_tanh_scan(XW, H0, W_hh):
+    """All hidden states of H_t = tanh(XW_t + H_{t-1} W_hh), with a hand-written backward pass.
+
+    ``XW`` is (num_steps, batch, hiddens): the input projection X_t W_xh + b_h of every step.
+    Returns ``(Hs, H_T)``: the stacked states (num_steps, batch, hiddens) and the last one.
+    """
+    name = backends.backend_name()
+    if name not in _scans:
+        _scans[name] = ops.custom_vjp(_forward, _backward)
+    return _scans[name](XW, H0, W_hh)
