@@ -9,7 +9,7 @@ The backend comes from ``D2LRNN_BACKEND`` (default ``numpy``) or ``d2l.set_backe
 Only the active backend's framework is imported, and only when first used.
 """
 
-from . import ops
+from . import models, ops
 from .backends import (
     ALIASES,
     SHIM_FUNCTIONS,
@@ -43,6 +43,22 @@ from .data import (
     train_val_split,
 )
 from .errors import BackendError, CheckpointError, D2LRNNError, DataError, TrainingError
+from .models import make_model
+from .models.rnn_concise import RNNModel
+from .models.rnn_scratch import RNNModelScratch, get_params, init_rnn_state, rnn, rnn_textbook
+from .progress import Animator, progress_bar
+from .train import (
+    Accumulator,
+    Timer,
+    evaluate_perplexity,
+    grad_clipping,
+    make_eval_step,
+    make_train_step,
+    predict_ch8,
+    sgd,
+    train_ch8,
+    train_epoch_ch8,
+)
 
 __version__ = "0.1.0"
 
@@ -54,6 +70,10 @@ __all__ = [
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus", "ngram_counts", "NGramLM",
     "select_k", "ngram_perplexities", "baseline_perplexity", "plot_zipf", "seq_data_iter_random",
     "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine", "load_data_lm",
+    "models", "make_model", "RNNModel", "get_params", "init_rnn_state", "rnn", "rnn_textbook",
+    "RNNModelScratch", "Animator", "progress_bar",
+    "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
+    "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
 ]
 
 

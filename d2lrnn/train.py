@@ -171,7 +171,8 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
 
     ``temperature`` 0 is greedy (the book's argmax); above 0, the next token is sampled from
     softmax(logits / temperature) with a NumPy generator seeded by ``seed``. Characters not in
-    the vocabulary map to ``<unk>``. Returns the prefix followed by the generated text.
+    the vocabulary map to ``<unk>`` when read; ``<unk>`` itself is never generated (it stands for
+    no character). Returns the prefix followed by the generated text.
     """
     if not prefix:
         raise DataError("predict_ch8 needs a non-empty prefix to warm up the state")
@@ -182,12 +183,14 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
         _, state = net(ops.tensor([ids[:-1]], device=device), state)
     rng = np.random.default_rng(seed)
+    unk = getattr(vocab, "unk", 0)
     last, generated = ids[-1], []
     for _ in range(num_preds):
         Y, state = net(ops.tensor([[last]], device=device), state)
         logits = ops.to_numpy(Y).reshape(-1).astype(np.float64)
+        logits[unk] = -np.inf
         if temperature and temperature > 0:
-            p = np.exp((logits - logits.max()) / temperature)
+            p = np.exp((logits - logits.max()) / temperature)  # exp(-inf) = 0 for <unk>
             last = int(rng.choice(len(p), p=p / p.sum()))
         else:
             last = int(logits.argmax())

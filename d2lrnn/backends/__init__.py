@@ -29,6 +29,8 @@ SHIM_FUNCTIONS = (
     "sum", "mean", "max", "argmax",
     # classification helpers
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
+    # the framework's own recurrent layer, in functional form
+    "rnn_layer",
     # randomness, gradients, compilation, devices
     "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",

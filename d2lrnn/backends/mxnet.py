@@ -244,6 +244,46 @@ def softmax_cross_entropy(logits, labels):
     return -nd.pick(log_softmax(logits, -1), labels.reshape((-1,)), axis=-1)
 
 
+# -- the recurrent layer ---------------------------------------------------------------------
+
+
+def rnn_layer(num_inputs, num_hiddens, native=None):
+    """The framework's own one-layer tanh RNN (``mxnet.gluon.rnn.RNN``) behind d2lrnn's functional interface.
+
+    Returns an object with ``native`` (the framework layer), ``num_inputs``, ``num_hiddens``,
+    ``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
+    shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
+    from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)``, ``to_scratch(params)``.
+    Pass ``native`` to wrap a layer the reader built (one layer, one direction, tanh).
+    """
+    if native is None:
+        native = mx.gluon.rnn.RNN(num_hiddens, activation="tanh", input_size=num_inputs)
+    if native._num_layers != 1 or native._dir != 1 or native._mode != "rnn_tanh" \
+            or native._layout != "TNC":
+        raise ValueError("rnn_layer wraps a one-layer, one-direction tanh gluon.rnn.RNN with layout TNC")
+    return _GluonRNNLayer(native, num_inputs)
+
+
+class _GluonRNNLayer:
+    names = ("l0_i2h_weight", "l0_h2h_weight", "l0_i2h_bias", "l0_h2h_bias")
+
+    def __init__(self, native, num_inputs):
+        self.native, self.num_inputs, self.num_hiddens = native, num_inputs, native._hidden_size
+
+    def forward(self, params, X, H):
+        # The layer's own fused kernel (F.RNN), fed our tensors instead of its Parameters.
+        Y, (H_T,) = self.native.hybrid_forward(nd, X, [H.expand_dims(0)],
+                                               **dict(zip(self.names, params)))
+        return Y, H_T[0]
+
+    def from_scratch(self, W_xh, W_hh, b_h):
+        return [W_xh.T, W_hh.T, b_h, nd.zeros_like(b_h)]
+
+    def to_scratch(self, params):
+        W_i2h, W_h2h, b_i2h, b_h2h = params
+        return [W_i2h.T, W_h2h.T, b_i2h + b_h2h]
+
+
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 
@@ -298,7 +338,16 @@ def custom_vjp(fwd, bwd):
         def backward(self, *gs):
             return tuple(bwd(self.residuals, *gs))
 
-    return lambda *args: Function()(*args)
+    def call(*args):
+        if autograd.is_recording():
+            # MXNet's Function misroutes gradients when an input is not part of the recorded graph
+            # (a constant such as an initial state): adding a zero leaf variable records every input.
+            zero = nd.zeros((1,))
+            zero.attach_grad()
+            args = [nd.broadcast_add(a, zero) for a in args]
+        return Function()(*args)
+
+    return call
 
 
 def compile(fn):  # noqa: A001

@@ -261,6 +261,42 @@ def _pick_vjp(ans, logits, labels):
 autograd.extend.defvjp(_pick, _pick_vjp, None)
 
 
+# -- the recurrent layer ---------------------------------------------------------------------
+
+
+def rnn_layer(num_inputs, num_hiddens, native=None):
+    """NumPy has no RNN layer of its own: the scratch recurrence, behind d2lrnn's layer interface.
+
+    Returns an object with ``native`` (the framework layer), ``num_inputs``, ``num_hiddens``,
+    ``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
+    shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
+    from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)``, ``to_scratch(params)``.
+    Pass ``native`` to wrap a layer the reader built (one layer, one direction, tanh).
+    """
+    return _ScratchRNNLayer(num_inputs, num_hiddens)
+
+
+class _ScratchRNNLayer:
+    native = None
+
+    def __init__(self, num_inputs, num_hiddens):
+        self.num_inputs, self.num_hiddens = num_inputs, num_hiddens
+
+    def forward(self, params, X, H):
+        W_xh, W_hh, b_h = params
+        hiddens = []
+        for X_t in unstack(X):
+            H = anp.tanh(anp.matmul(X_t, W_xh) + anp.matmul(H, W_hh) + b_h)
+            hiddens.append(H)
+        return anp.stack(hiddens), H
+
+    def from_scratch(self, W_xh, W_hh, b_h):
+        return [W_xh, W_hh, b_h]
+
+    def to_scratch(self, params):
+        return list(params)
+
+
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 

@@ -222,6 +222,46 @@ def softmax_cross_entropy(logits, labels):
         labels=tf.reshape(labels, [-1]), logits=logits)
 
 
+# -- the recurrent layer ---------------------------------------------------------------------
+
+
+def rnn_layer(num_inputs, num_hiddens, native=None):
+    """Keras's one-layer tanh RNN (``keras.layers.SimpleRNN``) behind d2lrnn's functional interface.
+
+    Returns an object with ``native`` (the framework layer), ``num_inputs``, ``num_hiddens``,
+    ``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
+    shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
+    from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)``, ``to_scratch(params)``.
+    Pass ``native`` to wrap a layer the reader built (one layer, one direction, tanh).
+    """
+    if native is None:
+        native = tf.keras.layers.SimpleRNN(num_hiddens, return_sequences=True, return_state=True)
+    if not (native.return_sequences and native.return_state):
+        raise ValueError("rnn_layer wraps a keras SimpleRNN built with return_sequences=True and "
+                         "return_state=True")
+    if not native.built:
+        native.build((None, None, num_inputs))
+    return _KerasRNNLayer(native, num_inputs)
+
+
+class _KerasRNNLayer:
+    def __init__(self, native, num_inputs):
+        self.native, self.num_inputs, self.num_hiddens = native, num_inputs, native.units
+
+    def forward(self, params, X, H):
+        # Keras is batch-major; stateless_call runs the layer with our tensors as its weights.
+        frozen = [tf.convert_to_tensor(v) for v in self.native.non_trainable_variables]
+        (Y, H_T), _ = self.native.stateless_call(list(params), frozen, tf.transpose(X, [1, 0, 2]),
+                                                 initial_state=[H])
+        return tf.transpose(Y, [1, 0, 2]), H_T
+
+    def from_scratch(self, W_xh, W_hh, b_h):
+        return [W_xh, W_hh, b_h]  # kernel, recurrent_kernel, bias: the scratch layout already
+
+    def to_scratch(self, params):
+        return list(params)
+
+
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 

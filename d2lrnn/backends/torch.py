@@ -228,6 +228,46 @@ def softmax_cross_entropy(logits, labels):
     return F.cross_entropy(logits, labels.reshape(-1).long(), reduction="none")
 
 
+# -- the recurrent layer ---------------------------------------------------------------------
+
+
+def rnn_layer(num_inputs, num_hiddens, native=None):
+    """The framework's own one-layer tanh RNN (``torch.nn.RNN``) behind d2lrnn's functional interface.
+
+    Returns an object with ``native`` (the framework layer), ``num_inputs``, ``num_hiddens``,
+    ``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
+    shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
+    from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)``, ``to_scratch(params)``.
+    Pass ``native`` to wrap a layer the reader built (one layer, one direction, tanh).
+    """
+    native = native if native is not None else torch.nn.RNN(num_inputs, num_hiddens)
+    if native.num_layers != 1 or native.bidirectional or native.nonlinearity != "tanh" \
+            or native.batch_first or not native.bias:
+        raise ValueError("rnn_layer wraps a one-layer, one-direction tanh torch.nn.RNN with biases "
+                         "and batch_first=False")
+    return _TorchRNNLayer(native)
+
+
+class _TorchRNNLayer:
+    names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+
+    def __init__(self, native):
+        self.native, self.num_inputs, self.num_hiddens = native, native.input_size, native.hidden_size
+
+    def forward(self, params, X, H):
+        Y, H_T = torch.func.functional_call(self.native, dict(zip(self.names, params)),
+                                            (X, H.unsqueeze(0)))
+        return Y, H_T[0]
+
+    def from_scratch(self, W_xh, W_hh, b_h):
+        # torch computes X W_ih^T + b_ih + H W_hh^T + b_hh: transposed weights, two biases
+        return [W_xh.T.contiguous(), W_hh.T.contiguous(), b_h, torch.zeros_like(b_h)]
+
+    def to_scratch(self, params):
+        W_ih, W_hh, b_ih, b_hh = params
+        return [W_ih.T.contiguous(), W_hh.T.contiguous(), b_ih + b_hh]
+
+
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 

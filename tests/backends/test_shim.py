@@ -77,6 +77,12 @@ def _custom_vjp_one_output_used(a, b):
     return _product_and_tanh_sum(a, b)[0] * 3.0
 
 
+def _rnn_layer_forward(W_xh, W_hh, b_h, X, H):
+    layer = ops.rnn_layer(3, 4)
+    Y, H_T = layer.forward(layer.from_scratch(W_xh, W_hh, b_h), X, H)
+    return Y, H_T, *layer.to_scratch(layer.from_scratch(W_xh, W_hh, b_h))
+
+
 # name -> list of (function, NumPy inputs, check gradients?)
 CASES = {
     "normal": [(_seeded_normal, [], False)],
@@ -124,6 +130,7 @@ CASES = {
     "log_softmax": [(op("log_softmax"), [f32(4, 6) * 3], True),
                     (lambda x: ops.log_softmax(x, 0), [f32(4, 6)], True)],
     "softmax_cross_entropy": [(op("softmax_cross_entropy"), [f32(8, 6) * 3, ints(6, 8)], True)],
+    "rnn_layer": [(_rnn_layer_forward, [f32(3, 4), f32(4, 4), f32(4), f32(5, 2, 3), f32(2, 4)], True)],
     "manual_seed": [(_seeded_normal, [], False)],
     "detach": [(lambda x: ops.detach(x) * 2.0, [f32(2, 3)], False)],
     "value_and_grad": [(_vg, [f32(4, 3), f32(5, 4)], False),

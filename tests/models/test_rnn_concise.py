@@ -1,0 +1,78 @@
+"""The concise model: the framework's own RNN layer computes what the scratch model computes."""
+
+import numpy as np
+
+import d2lrnn as d2l
+from d2lrnn import ops
+from d2lrnn.models.rnn_concise import RNNModel, rnn_layer
+from tests.parity import assert_close, assert_parity
+
+
+def _pair(V=28, h=32, seed=0):
+    scratch = d2l.RNNModelScratch(V, h)
+    concise = RNNModel(rnn_layer(V, h), V)
+    r = np.random.default_rng(seed)
+    params = [ops.from_numpy(r.standard_normal(ops.shape(p)).astype(np.float32) * 0.3)
+              for p in scratch.params]
+    scratch.load_scratch_params(params)
+    concise.load_scratch_params(params)
+    return scratch, concise, params
+
+
+def test_concise_equals_scratch_given_the_same_weights():
+    scratch, concise, _ = _pair()
+    r = np.random.default_rng(5)
+    X = ops.from_numpy(r.integers(0, 28, (4, 9)))
+    H0 = ops.from_numpy(r.standard_normal((4, 32)).astype(np.float32))
+    Y1, (H1,) = scratch(X, (H0,))
+    Y2, (H2,) = concise(X, (H0,))
+    assert_close(ops.to_numpy(Y2), ops.to_numpy(Y1), rtol=1e-5, atol=1e-5)
+    assert_close(ops.to_numpy(H2), ops.to_numpy(H1), rtol=1e-5, atol=1e-5)
+
+
+def test_concise_training_step_equals_scratch_training_step():
+    # Both keep [W_xh, W_hh, b_h, W_hq, b_q]: one SGD step with clipping gives the same tensors.
+    scratch, concise, params = _pair(V=10, h=8)
+    r = np.random.default_rng(6)
+    X = ops.from_numpy(r.integers(0, 10, (3, 5)))
+    Y = ops.from_numpy(r.integers(0, 10, (3, 5)))
+    l1, p1, _ = d2l.make_train_step(scratch, 1.0, 1.0)(scratch.params, X, Y, scratch.begin_state(3))
+    l2, p2, _ = d2l.make_train_step(concise, 1.0, 1.0)(concise.params, X, Y, concise.begin_state(3))
+    np.testing.assert_allclose(float(ops.to_numpy(l2)), float(ops.to_numpy(l1)), rtol=1e-6)
+    for a, b in zip(p2, p1):
+        assert_close(ops.to_numpy(a), ops.to_numpy(b), rtol=1e-5, atol=1e-6)
+
+
+def test_layer_layout_round_trip_is_exact():
+    _, concise, params = _pair()
+    back = concise.rnn.to_scratch(concise.layer_params())
+    for a, b in zip(back, params[:3]):
+        np.testing.assert_array_equal(ops.to_numpy(a), ops.to_numpy(b))
+
+
+def test_scratch_layout_round_trip_is_exact():
+    _, concise, params = _pair()
+    for a, b in zip(concise.scratch_params(), params):
+        np.testing.assert_array_equal(ops.to_numpy(a), ops.to_numpy(b))
+
+
+def test_a_layer_the_reader_built_is_wrapped(backend):
+    native = rnn_layer(5, 3).native
+    if native is None:  # numpy has no framework layer: the scratch recurrence serves
+        assert backend == "numpy"
+        return
+    net = RNNModel(native, vocab_size=5)
+    assert net.num_hiddens == 3 and net.rnn.native is native
+    Y, (H,) = net(ops.tensor([[1, 2, 3]]), net.begin_state(1))
+    assert ops.shape(Y) == (3, 5) and ops.shape(H) == (1, 3)
+
+
+def test_concise_model_matches_numpy():
+    def run_concise(X):
+        d2l.manual_seed(4)
+        net = RNNModel(rnn_layer(6, 5), 6)
+        net.params = [p + 0.1 for p in net.params]
+        Y, (H,) = net(X, net.begin_state(2))
+        return Y, H
+
+    assert_parity(run_concise, [np.random.default_rng(0).integers(0, 6, (2, 4)).astype(np.int64)])
