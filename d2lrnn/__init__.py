@@ -19,6 +19,7 @@ from .backends import (
     set_backend,
     use_backend,
 )
+from .checkpoint import load_checkpoint, save_checkpoint
 from .data import (
     CORPORA,
     NGramLM,
@@ -74,6 +75,7 @@ __all__ = [
     "RNNModelScratch", "Animator", "progress_bar",
     "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
+    "save_checkpoint", "load_checkpoint",
 ]
 
 
