@@ -30,7 +30,9 @@ def progress_bar(total=None, disable=False, **kwargs):
             import ipywidgets  # noqa: F401
             from tqdm.notebook import tqdm as bar_cls
         except ImportError:
-            bar_cls = None
+            # A text bar in a notebook: each redraw is kept in the cell's output until a
+            # front end folds the carriage returns, so redraw at most twice a second.
+            kwargs.setdefault("mininterval", 0.5)
     if bar_cls is None:
         from tqdm import tqdm as bar_cls
     with bar_cls(total=total, dynamic_ncols=True, **kwargs) as bar:
@@ -56,6 +58,9 @@ class Animator:
         self.config = dict(xlabel=xlabel, ylabel=ylabel, xlim=xlim, ylim=ylim, xscale=xscale,
                            yscale=yscale)
         self._display = None
+        # Show the empty axes now, so that text printed meanwhile (a progress bar) comes below
+        # the plot instead of being split around it when the first point arrives.
+        self._draw()
 
     def add(self, x, y):
         """Add one point per line: ``y`` is a number or a list (one value per line)."""
@@ -75,7 +80,7 @@ class Animator:
 
         ax = self.axes
         ax.cla()
-        for x, y, fmt in zip(self.X, self.Y, self.fmts):
+        for x, y, fmt in zip(self.X or [], self.Y or [], self.fmts):
             ax.plot(x, y, fmt)
         c = self.config
         ax.set_xlabel(c["xlabel"])
@@ -86,7 +91,7 @@ class Animator:
             ax.set_xlim(c["xlim"])
         if c["ylim"]:
             ax.set_ylim(c["ylim"])
-        if self.legend:
+        if self.legend and ax.lines:
             ax.legend(self.legend)
         ax.grid(True)
         if self._display is None:
