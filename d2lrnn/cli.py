@@ -15,6 +15,7 @@ import pathlib
 import sys
 import time
 
+from . import ops
 from .backends import available_backends, backend_name, use_backend
 from .checkpoint import atomic_write, load_checkpoint, save_checkpoint
 from .data import CORPORA, corpus_path, load_data_lm, ngram_perplexities
@@ -258,10 +259,26 @@ def _hparams(args, backend, prefixes, baselines):
     return hparams
 
 
+def _report(args, net, vocab, history, baselines, prefixes):
+    """Print the perplexity table and the greedy continuations of ``prefixes``."""
+    print()
+    print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], baselines))
+    print(f"\nsamples (greedy, {SAMPLE_CHARS} characters):")
+    for prefix in prefixes:
+        print(f"  {predict_ch8(prefix, SAMPLE_CHARS, net, vocab)}")
+
+
+def _save_outputs(out, args, backend, net, vocab, history, baselines, prefixes):
+    """Write the checkpoint, metrics CSV and plot into ``out``; return ``{what: path}``."""
+    hparams = _hparams(args, backend, prefixes, baselines)
+    title = f"{corpus_name(args.corpus)}, {backend}, {args.model}"
+    return {"checkpoint": save_checkpoint(out / "model.npz", net, vocab, hparams, history),
+            "metrics": write_metrics_csv(out / "metrics.csv", history),
+            "plot": write_perplexity_plot(out / "perplexity.png", history, baselines, title)}
+
+
 def _train_here(args, backend, start):
     """``d2lrnn train`` on the already active backend."""
-    from . import ops
-
     ops.manual_seed(args.seed)
     train_iter, val_iter, vocab = load_data_lm(args.corpus, args.batch_size, args.num_steps,
                                                args.sampling == "random", args.max_tokens,
@@ -276,18 +293,8 @@ def _train_here(args, backend, start):
                         clip=args.clip, val_iter=val_iter, progress=not args.no_progress, plot=False,
                         verbose=False)
     prefixes = sample_prefixes(args.corpus, vocab, val_iter.corpus)
-    print()
-    print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], baselines))
-    print(f"\nsamples (greedy, {SAMPLE_CHARS} characters):")
-    for prefix in prefixes:
-        print(f"  {predict_ch8(prefix, SAMPLE_CHARS, net, vocab)}")
-    paths = {
-        "checkpoint": save_checkpoint(out / "model.npz", net, vocab,
-                                      _hparams(args, backend, prefixes, baselines), history),
-        "metrics": write_metrics_csv(out / "metrics.csv", history),
-        "plot": write_perplexity_plot(out / "perplexity.png", history, baselines,
-                                      f"{corpus_name(args.corpus)}, {backend}, {args.model}"),
-    }
+    _report(args, net, vocab, history, baselines, prefixes)
+    paths = _save_outputs(out, args, backend, net, vocab, history, baselines, prefixes)
     print(f"\nwall time {_duration(time.perf_counter() - start)}")
     for what, path in paths.items():
         print(f"{what:<11} {path}")
