@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 
 from . import ops
-from .backends import backend_name
+from .backends import _common, backend_name
 from .data import Vocab
 from .errors import CheckpointError, D2LRNNError
 from .models import make_model
@@ -176,7 +176,8 @@ def load_checkpoint(path, device=None):
     try:
         _check_shapes(path, meta, arrays)
         vocab = Vocab.from_dict(meta["vocab"])
-        net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device)
+        with _common.generator_state_kept():  # the initial draw is overwritten: leave the seed alone
+            net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device)
     except (KeyError, TypeError) as err:
         raise CheckpointError(f"checkpoint {path} is corrupt (bad metadata: {err}): save it again") from None
     except D2LRNNError as err:

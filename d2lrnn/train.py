@@ -108,6 +108,11 @@ def make_eval_step(net, loss=lm_loss):
     return ops.compile(step)
 
 
+def perplexity(mean_loss):
+    """exp(mean cross-entropy); inf rather than an OverflowError for a huge (finite) loss."""
+    return math.exp(mean_loss) if mean_loss < 700 else math.inf
+
+
 def _batch_size(X):
     return ops.shape(X)[0]
 
@@ -144,7 +149,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     if metric[1] == 0:
         raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
                         "number of steps, or a longer corpus")
-    return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
+    return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
 
 
 def evaluate_perplexity(net, data_iter, device=None, step=None):
@@ -159,7 +164,7 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
         metric.add(float(ops.to_numpy(l)) * n, n)
     if metric[1] == 0:
         raise DataError("the evaluation iterator produced no minibatch: hold out more text")
-    return math.exp(metric[0] / metric[1])
+    return perplexity(metric[0] / metric[1])
 
 
 def _tokens_of(prefix, vocab):

@@ -220,3 +220,14 @@ def test_save_refuses_a_vocabulary_of_another_size_and_a_missing_folder(tmp_path
 def test_atomic_write_of_text(tmp_path):
     path = checkpoint.atomic_write(tmp_path / "a.csv", lambda f: f.write("x,y\n1,2\n"), "w", "utf-8")
     assert path.read_text() == "x,y\n1,2\n" and os.listdir(tmp_path) == ["a.csv"]
+
+
+def test_loading_does_not_consume_the_seeded_generator(tmp_path):
+    net = d2l.RNNModelScratch(6, 4)
+    vocab = d2l.Vocab(list("abcde"))
+    path = d2l.save_checkpoint(tmp_path / "m.npz", net, vocab)
+    d2l.manual_seed(11)
+    d2l.load_checkpoint(path)
+    after_load = d2l.to_numpy(d2l.normal(0, 1, (3,)))
+    d2l.manual_seed(11)
+    np.testing.assert_array_equal(after_load, d2l.to_numpy(d2l.normal(0, 1, (3,))))

@@ -160,3 +160,8 @@ def test_twenty_sgd_steps_follow_numpy(kind):
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     assert losses[-1] < losses[0]
     assert_close(params, ref_params, rtol=1e-4, atol=1e-5)
+
+
+def test_perplexity_of_a_huge_finite_loss_is_inf_not_an_overflow():
+    assert d2l.train.perplexity(np.log(28.0)) == pytest.approx(28.0)
+    assert d2l.train.perplexity(1e6) == math.inf

@@ -1,5 +1,6 @@
 """Pieces every backend module shares: the seeded NumPy generator, dtype rules, imports."""
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -21,6 +22,16 @@ def seed(value):
     """Reset the shared generator."""
     global _rng
     _rng = np.random.default_rng(int(value))
+
+
+@contextlib.contextmanager
+def generator_state_kept():
+    """Run a block that draws from the shared generator, then put its state back."""
+    saved = _rng.bit_generator.state
+    try:
+        yield
+    finally:
+        _rng.bit_generator.state = saved
 
 
 def as_numpy(data, dtype=None):
