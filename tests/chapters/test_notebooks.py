@@ -146,7 +146,7 @@ def check_language_models(v):
     assert v["num_chars"] == 28
     ppl = {int(n): p for n, p in v["ngram_ppl"].items()}
     assert ppl[1] < 28, "the unigram model must beat the uniform guess"
-    assert ppl[1] > ppl[2] > ppl[3] > ppl[5], ppl
+    assert ppl[1] > ppl[2] > ppl[3] > ppl[5] < ppl[8], ppl  # longer contexts help, up to a point
     assert 4 < ppl[5] < 7, ppl  # character 5-gram on the held-out tenth of the book
     assert v["batch_type"].split(".")[0] in {"numpy", "torch", "tensorflow", "mxnet"}
 
