@@ -219,7 +219,7 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     eval_step = make_eval_step(net) if val_iter is not None else None
     history = {"epoch": [], "train_ppl": [], "val_ppl": [], "tokens_per_sec": [], "seconds": []}
     legend = ["train"] + (["validation"] if val_iter is not None else [])
-    animator = Animator(xlabel="epoch", ylabel="perplexity", legend=legend, xlim=[1, num_epochs],
+    animator = Animator(xlabel="epoch", ylabel="perplexity", legend=legend, xlim=[1, max(num_epochs, 2)],
                         enabled=plot)
     total = num_epochs * len(train_iter) if hasattr(train_iter, "__len__") else None
     start = time.perf_counter()

@@ -24,7 +24,7 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "tanh", "sigmoid", "relu", "exp", "log", "sqrt", "abs", "maximum", "minimum",
+    "matmul", "linear", "tanh", "sigmoid", "relu", "exp", "log", "sqrt", "abs", "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax",
     # classification helpers

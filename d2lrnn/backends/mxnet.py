@@ -143,6 +143,14 @@ def matmul(a, b):
     return nd.dot(a, b)
 
 
+def linear(X, W):
+    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use.
+
+    oneDNN's FullyConnected, about twice as fast as ``nd.dot`` on this MXNet build.
+    """
+    return nd.FullyConnected(X, W, num_hidden=W.shape[0], no_bias=True)
+
+
 def tanh(x):
     """Elementwise tanh."""
     return nd.tanh(x)

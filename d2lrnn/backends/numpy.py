@@ -145,6 +145,11 @@ def matmul(a, b):
     return anp.matmul(a, b)
 
 
+def linear(X, W):
+    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use."""
+    return anp.matmul(X, anp.transpose(W))
+
+
 def tanh(x):
     """Elementwise tanh."""
     return anp.tanh(x)

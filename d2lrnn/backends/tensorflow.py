@@ -128,6 +128,11 @@ def matmul(a, b):
     return tf.matmul(a, b)
 
 
+def linear(X, W):
+    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use."""
+    return tf.matmul(X, W, transpose_b=True)
+
+
 def tanh(x):
     """Elementwise tanh."""
     return tf.tanh(x)

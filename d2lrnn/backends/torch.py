@@ -115,6 +115,8 @@ def unstack(x, axis=0):
 
 def take(x, indices, axis=0):
     """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    if axis == 0 and x.dim() == 2:
+        return F.embedding(indices, x)  # its backward is a dense scatter, ~10x faster than x[indices]'s
     if axis == 0:
         return x[indices]
     return torch.index_select(x, axis, indices.reshape(-1)).reshape(
@@ -127,6 +129,11 @@ def take(x, indices, axis=0):
 def matmul(a, b):
     """Matrix product (batched over leading axes)."""
     return torch.matmul(a, b)
+
+
+def linear(X, W):
+    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use."""
+    return F.linear(X, W)
 
 
 def tanh(x):

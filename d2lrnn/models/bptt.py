@@ -8,18 +8,21 @@ and, once the loop is done, dXW_t = dZ_t and
 
     dW_hh = sum_t H_{t-1}^T dZ_t = [H_0; ...; H_{T-1}]^T [dZ_1; ...; dZ_T]
 
-which is a single matrix product over all steps instead of T products and T additions.
-Running the time loop outside the framework's autograd tape also saves recording T
-small operations per step.
+which is a single matrix product over all steps instead of T products and T additions
+(split as H_0^T dZ_1 plus one product over the stored states H_1..H_{T-1}, which needs no
+copy). Running the time loop outside the framework's autograd tape also saves recording
+small operations at every step. Both loops use ``linear`` (X W^T) with a weight that is
+already in the layout the product wants, transposed once per minibatch.
 """
 
 from .. import backends, ops
 
 
 def _forward(XW, H0, W_hh):
+    W_hh_T = ops.transpose(W_hh)  # H W_hh = linear(H, W_hh^T)
     H, hiddens = H0, []
     for XW_t in ops.unstack(XW):
-        H = ops.tanh(XW_t + ops.matmul(H, W_hh))
+        H = ops.tanh(XW_t + ops.linear(H, W_hh_T))
         hiddens.append(H)
     Hs = ops.stack(hiddens)
     return (Hs, H), (Hs, H0, W_hh)
@@ -29,15 +32,18 @@ def _backward(residuals, dHs, dH_last):
     Hs, H0, W_hh = residuals
     T, B, h = ops.shape(Hs)
     hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
-    W_hh_T = ops.transpose(W_hh)
     dH, dZ = dH_last, [None] * T
     for t in reversed(range(T)):
         dH = dH + dH_out[t]
         dZ[t] = dH * (1.0 - hiddens[t] * hiddens[t])
-        dH = ops.matmul(dZ[t], W_hh_T)
+        dH = ops.linear(dZ[t], W_hh)  # dZ_t W_hh^T
     dZ = ops.stack(dZ)
-    H_prev = ops.stack([H0] + hiddens[:-1])
-    dW_hh = ops.matmul(ops.transpose(ops.reshape(H_prev, (T * B, h))), ops.reshape(dZ, (T * B, h)))
+    dZ_flat, H_flat = ops.reshape(dZ, (T * B, h)), ops.reshape(Hs, (T * B, h))
+    # sum_t H_{t-1}^T dZ_t: H_0 pairs with dZ_1, and H_1..H_{T-1} (all but the last B rows of the
+    # stored states) with dZ_2..dZ_T.
+    dW_hh = ops.matmul(ops.transpose(H0), dZ_flat[:B])
+    if T > 1:
+        dW_hh = dW_hh + ops.matmul(ops.transpose(H_flat[: (T - 1) * B]), dZ_flat[B:])
     return dZ, dH, dW_hh
 
 

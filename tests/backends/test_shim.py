@@ -111,6 +111,7 @@ CASES = {
              (lambda W, i: ops.take(W, i, 1), [f32(6, 3), ints(3, 2)], True)],
     "matmul": [(op("matmul"), [f32(3, 5), f32(5, 4)], True),
                (op("matmul"), [f32(2, 3, 5), f32(2, 5, 4)], True)],
+    "linear": [(op("linear"), [f32(5, 3), f32(4, 3)], True)],
     "tanh": [(op("tanh"), [f32(3, 4)], True)],
     "sigmoid": [(op("sigmoid"), [f32(3, 4) * 4], True)],
     "relu": [(op("relu"), [f32(3, 4)], True)],

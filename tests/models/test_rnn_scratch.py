@@ -66,9 +66,9 @@ def _loss_of(forward, inputs_fn):
     return run
 
 
-@pytest.mark.parametrize("form", ["indices", "one_hot"])
-def test_fast_form_equals_textbook_form_with_gradients(form):
-    V, h, T, B = 6, 5, 4, 3
+@pytest.mark.parametrize("form, T", [("indices", 4), ("one_hot", 4), ("indices", 1)])
+def test_fast_form_equals_textbook_form_with_gradients(form, T):
+    V, h, B = 6, 5, 3
     r = np.random.default_rng(1)
     X = r.integers(0, V, (T, B)).astype(np.int64)
     H0 = r.standard_normal((B, h)).astype(np.float32)
