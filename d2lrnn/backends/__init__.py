@@ -6,6 +6,13 @@ with the same signature. Code above the shim calls them through
 :mod:`d2lrnn.ops` (or ``d2l.<name>``), which forwards to the active backend.
 A new backend is one new module here plus one tox env: the list of valid names
 is read from this folder.
+
+RNN layers: ``rnn_layer(num_inputs, num_hiddens, native=None)`` returns an object with
+``native`` (the framework's layer, or None), ``num_inputs``, ``num_hiddens``,
+``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
+shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
+from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)`` and ``to_scratch(params)``.
+Passing ``native`` wraps a layer the reader built (one layer, one direction, tanh).
 """
 
 import contextlib

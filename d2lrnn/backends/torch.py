@@ -241,11 +241,7 @@ def softmax_cross_entropy(logits, labels):
 def rnn_layer(num_inputs, num_hiddens, native=None):
     """The framework's own one-layer tanh RNN (``torch.nn.RNN``) behind d2lrnn's functional interface.
 
-    Returns an object with ``native`` (the framework layer), ``num_inputs``, ``num_hiddens``,
-    ``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
-    shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
-    from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)``, ``to_scratch(params)``.
-    Pass ``native`` to wrap a layer the reader built (one layer, one direction, tanh).
+    The returned object has the interface described in ``d2lrnn.backends`` (RNN layers).
     """
     native = native if native is not None else torch.nn.RNN(num_inputs, num_hiddens)
     if native.num_layers != 1 or native.bidirectional or native.nonlinearity != "tanh" \
