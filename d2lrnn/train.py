@@ -77,17 +77,22 @@ def lm_loss(Y_hat, Y):
     return ops.mean(ops.softmax_cross_entropy(Y_hat, ops.reshape(ops.transpose(Y), (-1,))))
 
 
-def make_train_step(net, lr, clip=1.0, loss=lm_loss):
-    """A compiled step ``(params, X, Y, state) -> (loss, new_params, new_state)``.
-
-    Forward pass, gradients, clipping to global norm ``clip`` (None: no clipping), SGD.
-    """
+def _objective(net, loss):
+    """``(params, X, Y, state) -> (loss, new_state)``: what training differentiates."""
 
     def objective(params, X, Y, state):
         Y_hat, new_state = net.forward(params, X, state)
         return loss(Y_hat, Y), new_state
 
-    value_and_grad = ops.value_and_grad(objective, has_aux=True)
+    return objective
+
+
+def make_train_step(net, lr, clip=1.0, loss=lm_loss):
+    """A compiled step ``(params, X, Y, state) -> (loss, new_params, new_state)``.
+
+    Forward pass, gradients, clipping to global norm ``clip`` (None: no clipping), SGD.
+    """
+    value_and_grad = ops.value_and_grad(_objective(net, loss), has_aux=True)
 
     def step(params, X, Y, state):
         (l, new_state), grads = value_and_grad(params, X, Y, state)
@@ -100,12 +105,7 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss):
 
 def make_eval_step(net, loss=lm_loss):
     """A compiled step ``(params, X, Y, state) -> (loss, new_state)`` without gradients."""
-
-    def step(params, X, Y, state):
-        Y_hat, new_state = net.forward(params, X, state)
-        return loss(Y_hat, Y), new_state
-
-    return ops.compile(step)
+    return ops.compile(_objective(net, loss))
 
 
 def perplexity(mean_loss):
@@ -113,8 +113,12 @@ def perplexity(mean_loss):
     return math.exp(mean_loss) if mean_loss < 700 else math.inf
 
 
-def _batch_size(X):
-    return ops.shape(X)[0]
+def _state_for(net, X, state, device, reset=False):
+    """The state minibatch X starts from: carried over, or fresh (first batch, reset, new batch size)."""
+    batch_size = ops.shape(X)[0]
+    if reset or state is None or batch_size != ops.shape(state[0])[0]:
+        return net.begin_state(batch_size, device)
+    return state
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, *,
@@ -133,8 +137,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     state, timer = None, Timer()
     metric = Accumulator(2)  # sum of losses * tokens, tokens
     for i, (X, Y) in enumerate(train_iter, 1):
-        if state is None or use_random_iter or _batch_size(X) != _batch_size(state[0]):
-            state = net.begin_state(_batch_size(X), device)
+        state = _state_for(net, X, state, device, reset=use_random_iter)
         l, new_params, state = step(net.params, X, Y, state)
         l = float(ops.to_numpy(l))
         if not math.isfinite(l):
@@ -157,18 +160,13 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
     step = step or make_eval_step(net)
     state, metric = None, Accumulator(2)
     for X, Y in data_iter:
-        if state is None or _batch_size(X) != _batch_size(state[0]):
-            state = net.begin_state(_batch_size(X), device)
+        state = _state_for(net, X, state, device)
         l, state = step(net.params, X, Y, state)
         n = ops.size(Y)
         metric.add(float(ops.to_numpy(l)) * n, n)
     if metric[1] == 0:
         raise DataError("the evaluation iterator produced no minibatch: hold out more text")
     return perplexity(metric[0] / metric[1])
-
-
-def _tokens_of(prefix, vocab):
-    return list(prefix)
 
 
 def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):
@@ -183,7 +181,7 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
         raise DataError("predict_ch8 needs a non-empty prefix to warm up the state")
     if num_preds < 0:
         raise DataError(f"num_preds must be >= 0, got {num_preds}")
-    ids = [vocab[t] for t in _tokens_of(prefix, vocab)]
+    ids = [vocab[t] for t in prefix]  # character tokens
     state = net.begin_state(1, device)
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
         _, state = net(ops.tensor([ids[:-1]], device=device), state)
