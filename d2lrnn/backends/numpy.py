@@ -207,12 +207,44 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
 
 def mean(x, axis=None, keepdims=False):
     """Mean over ``axis`` (all axes when None)."""
-    return anp.mean(x, axis=axis, keepdims=keepdims)
+    # sum / count rather than anp.mean: autograd's mean gradient divides by a NumPy int64,
+    # which under NumPy 2's promotion rules turns float32 gradients into float64 (and every
+    # product downstream of the loss into a slow mixed-precision one).
+    shape = anp.shape(x)
+    axes = range(len(shape)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    dtype = anp.result_type(x)
+    if dtype.kind == "f":
+        count = dtype.type(count)  # a Python int would still promote a float32 scalar on NumPy 1.x
+    return anp.sum(x, axis=axis, keepdims=keepdims) / count
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
     """Maximum over ``axis`` (all axes when None)."""
-    return anp.max(x, axis=axis, keepdims=keepdims)
+    return _max(x, axis, keepdims)
+
+
+@primitive
+def _max(x, axis, keepdims):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _max_vjp(ans, x, axis, keepdims):
+    # As autograd's rule (tied maxima share the gradient equally), but in x's dtype: autograd
+    # divides by an integer count, which makes float32 gradients float64 on NumPy 2.
+    def vjp(g):
+        winners = (x == np.max(x, axis=axis, keepdims=True)).astype(x.dtype)
+        winners /= winners.sum(axis=axis, keepdims=True)
+        if axis is not None and not keepdims:
+            g = np.expand_dims(g, axis)
+        return g * winners
+
+    return vjp
+
+
+autograd.extend.defvjp(_max, _max_vjp, None, None)
 
 
 def argmax(x, axis=None):

@@ -257,3 +257,23 @@ def test_custom_vjp_gradient_equals_automatic_gradient():
     _, actual = ops.value_and_grad(custom)(*args)
     for e, g in zip(expected, actual):
         np.testing.assert_allclose(ops.to_numpy(g), ops.to_numpy(e), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum", "max"])
+def test_gradient_reaching_a_custom_backward_stays_float32(reduce):
+    # A float64 gradient flowing back from the loss would make every product in a hand-written
+    # backward pass a slow mixed-precision one (autograd's mean gradient did this on NumPy 2).
+    seen = []
+
+    def fwd(x):
+        return (x * 1.0,), None
+
+    def bwd(residuals, g):
+        seen.append(ops.to_numpy(g).dtype)
+        return (g,)
+
+    identity = ops.custom_vjp(fwd, bwd)
+    x = ops.from_numpy(f32(3, 4))
+    _, (grad,) = ops.value_and_grad(lambda p: getattr(ops, reduce)(identity(p[0])[0] * 2.0))([x])
+    assert ops.to_numpy(grad).dtype == np.float32  # (also waits for MXNet's asynchronous backward)
+    assert seen == [np.float32]

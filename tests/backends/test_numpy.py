@@ -1,0 +1,28 @@
+"""The NumPy backend's own guarantees (it is the reference every other backend is tested against)."""
+
+import autograd
+import numpy as np
+import pytest
+
+from d2lrnn.backends import numpy as npb
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum", "max"])
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (1, True), ((0, 1), False)])
+def test_reduction_gradients_stay_float32(reduce, axis, keepdims):
+    # A float64 gradient flowing back from the loss turns every product after it into a slow
+    # mixed-precision one; HIPS autograd's own mean gradient does this on NumPy 2.
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    fn = getattr(npb, reduce)
+    grad = autograd.grad(lambda x: npb.sum(fn(x * 2.0, axis=axis, keepdims=keepdims)))(x)
+    assert grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (1, True), ((0, 1), True)])
+def test_mean_is_the_mean(axis, keepdims):
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(npb.mean(x, axis=axis, keepdims=keepdims),
+                               np.mean(x, axis=axis, keepdims=keepdims), rtol=1e-6)
+    grad = autograd.grad(lambda x: npb.sum(npb.mean(x, axis=axis, keepdims=keepdims)))(x)
+    count = x.size // np.mean(x, axis=axis, keepdims=keepdims).size
+    np.testing.assert_allclose(grad, np.full_like(x, 1.0 / count), rtol=1e-6)
