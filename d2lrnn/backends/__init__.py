@@ -31,7 +31,8 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "linear", "tanh", "sigmoid", "relu", "exp", "log", "sqrt", "abs", "maximum", "minimum",
+    "matmul", "linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "log", "sqrt", "abs",
+    "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax",
     # classification helpers

@@ -138,6 +138,11 @@ def tanh(x):
     return tf.tanh(x)
 
 
+def tanh_grad(Y, dY):
+    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
+    return tf.raw_ops.TanhGrad(y=Y, dy=dY)  # the kernel tf.tanh's own gradient uses
+
+
 def sigmoid(x):
     """Elementwise 1 / (1 + exp(-x))."""
     return tf.sigmoid(x)

@@ -34,8 +34,7 @@ def _backward(residuals, dHs, dH_last):
     hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
     dH, dZ = dH_last, [None] * T
     for t in reversed(range(T)):
-        dH = dH + dH_out[t]
-        dZ[t] = dH * (1.0 - hiddens[t] * hiddens[t])
+        dZ[t] = ops.tanh_grad(hiddens[t], dH + dH_out[t])  # (dH_t) * (1 - H_t^2), one fused kernel
         dH = ops.linear(dZ[t], W_hh)  # dZ_t W_hh^T
     dZ = ops.stack(dZ)
     dZ_flat, H_flat = ops.reshape(dZ, (T * B, h)), ops.reshape(Hs, (T * B, h))

@@ -8,7 +8,8 @@ The hidden state follows
 with one-hot inputs X_t. :func:`rnn_textbook` is that equation line by line, as the
 chapter presents it. :func:`rnn` computes the same numbers faster: a one-hot row times
 ``W_xh`` is just a row of ``W_xh``, so token indices select rows instead of multiplying,
-and the output layer runs once on all time steps instead of once per step.
+the bias is added to the vocab-sized ``W_xh`` once before gathering, and the output layer
+runs once on all time steps instead of once per step.
 """
 
 from .. import ops
@@ -65,7 +66,10 @@ def rnn(inputs, state, params):
     W_xh, W_hh, b_h, W_hq, b_q = params
     (H,) = state
     if len(ops.shape(inputs)) == 2:
-        XW = ops.take(W_xh, inputs) + b_h
+        # One-hot row x_t picks row x_t of W_xh, and b_h is added to every row: adding it to the
+        # vocab-sized W_xh before gathering gives the same numbers, and its gradient sums
+        # vocab rows instead of num_steps * batch rows.
+        XW = ops.take(W_xh + b_h, inputs)
     else:
         T, B, V = ops.shape(inputs)
         XW = ops.reshape(ops.matmul(ops.reshape(inputs, (T * B, V)), W_xh), (T, B, -1)) + b_h

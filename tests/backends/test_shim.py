@@ -73,6 +73,11 @@ def _product_and_tanh_sum(a, b):
     return ops.custom_vjp(fwd, bwd)(a, b)
 
 
+def _tanh_grad_recorded(x, dY):
+    # tanh_grad while gradients are being recorded (as in a second-order use)
+    return ops.tanh_grad(ops.tanh(x), dY)
+
+
 def _custom_vjp_one_output_used(a, b):
     return _product_and_tanh_sum(a, b)[0] * 3.0
 
@@ -113,6 +118,8 @@ CASES = {
                (op("matmul"), [f32(2, 3, 5), f32(2, 5, 4)], True)],
     "linear": [(op("linear"), [f32(5, 3), f32(4, 3)], True)],
     "tanh": [(op("tanh"), [f32(3, 4)], True)],
+    "tanh_grad": [(op("tanh_grad"), [np.tanh(f32(3, 4)), f32(3, 4)], False),
+                  (_tanh_grad_recorded, [f32(3, 4), f32(3, 4)], True)],
     "sigmoid": [(op("sigmoid"), [f32(3, 4) * 4], True)],
     "relu": [(op("relu"), [f32(3, 4)], True)],
     "exp": [(op("exp"), [f32(3, 4)], True)],
@@ -277,3 +284,9 @@ def test_gradient_reaching_a_custom_backward_stays_float32(reduce):
     _, (grad,) = ops.value_and_grad(lambda p: getattr(ops, reduce)(identity(p[0])[0] * 2.0))([x])
     assert ops.to_numpy(grad).dtype == np.float32  # (also waits for MXNet's asynchronous backward)
     assert seen == [np.float32]
+
+
+def test_tanh_grad_by_hand():
+    Y = ops.from_numpy(np.array([[0.0, 0.5, -1.0]], np.float32))
+    dY = ops.from_numpy(np.array([[2.0, 2.0, 3.0]], np.float32))
+    np.testing.assert_allclose(ops.to_numpy(ops.tanh_grad(Y, dY)), [[2.0, 1.5, 0.0]], rtol=1e-6)
