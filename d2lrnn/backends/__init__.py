@@ -22,6 +22,7 @@ import os
 import pkgutil
 
 from ..errors import BackendError
+from . import _common
 
 #: Every function a backend must define, with one signature across backends.
 SHIM_FUNCTIONS = (
@@ -92,6 +93,7 @@ def load_backend(name):
     """Import (once) and return the module of backend ``name``."""
     _check_name(name)
     if name not in _modules:
+        _common.keep_freed_memory()
         try:
             _modules[name] = importlib.import_module(f"{__name__}.{name}")
         except BackendError as err:

@@ -128,9 +128,10 @@ def matmul(a, b):
     return tf.matmul(a, b)
 
 
-def linear(X, W):
-    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use."""
-    return tf.matmul(X, W, transpose_b=True)
+def linear(X, W, b=None):
+    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
+    Y = tf.matmul(X, W, transpose_b=True)
+    return Y if b is None else Y + b
 
 
 def tanh(x):

@@ -131,9 +131,11 @@ def matmul(a, b):
     return torch.matmul(a, b)
 
 
-def linear(X, W):
-    """X W^T for a 2-D ``X`` and a weight ``W`` of shape (out, in): the product layers use."""
-    return F.linear(X, W)
+def linear(X, W, b=None):
+    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
+    if b is None or b.dim() == 1:
+        return F.linear(X, W, b)
+    return torch.addmm(b, X, W.t())  # one kernel for the product and the sum
 
 
 def tanh(x):

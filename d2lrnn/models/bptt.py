@@ -22,7 +22,7 @@ def _forward(XW, H0, W_hh):
     W_hh_T = ops.transpose(W_hh)  # H W_hh = linear(H, W_hh^T)
     H, hiddens = H0, []
     for XW_t in ops.unstack(XW):
-        H = ops.tanh(XW_t + ops.linear(H, W_hh_T))
+        H = ops.tanh(ops.linear(H, W_hh_T, XW_t))  # H W_hh + XW_t
         hiddens.append(H)
     Hs = ops.stack(hiddens)
     return (Hs, H), (Hs, H0, W_hh)
@@ -32,10 +32,13 @@ def _backward(residuals, dHs, dH_last):
     Hs, H0, W_hh = residuals
     T, B, h = ops.shape(Hs)
     hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
-    dH, dZ = dH_last, [None] * T
+    dH, dZ = dH_last + dH_out[T - 1], [None] * T
     for t in reversed(range(T)):
-        dZ[t] = ops.tanh_grad(hiddens[t], dH + dH_out[t])  # (dH_t) * (1 - H_t^2), one fused kernel
-        dH = ops.linear(dZ[t], W_hh)  # dZ_t W_hh^T
+        dZ[t] = ops.tanh_grad(hiddens[t], dH)  # dH_t (1 - H_t^2), one fused kernel
+        if t > 0:
+            dH = ops.linear(dZ[t], W_hh, dH_out[t - 1])  # dZ_t W_hh^T + dL/dH_{t-1}
+        else:
+            dH = ops.linear(dZ[t], W_hh)
     dZ = ops.stack(dZ)
     dZ_flat, H_flat = ops.reshape(dZ, (T * B, h)), ops.reshape(Hs, (T * B, h))
     # sum_t H_{t-1}^T dZ_t: H_0 pairs with dZ_1, and H_1..H_{T-1} (all but the last B rows of the

@@ -73,6 +73,11 @@ def _product_and_tanh_sum(a, b):
     return ops.custom_vjp(fwd, bwd)(a, b)
 
 
+def _linear_transposed_weight(X, W_t, b):
+    # a weight that is a transposed view (as the BPTT loop passes W_hh^T)
+    return ops.linear(X, ops.transpose(W_t), b)
+
+
 def _tanh_grad_recorded(x, dY):
     # tanh_grad while gradients are being recorded (as in a second-order use)
     return ops.tanh_grad(ops.tanh(x), dY)
@@ -116,7 +121,10 @@ CASES = {
              (lambda W, i: ops.take(W, i, 1), [f32(6, 3), ints(3, 2)], True)],
     "matmul": [(op("matmul"), [f32(3, 5), f32(5, 4)], True),
                (op("matmul"), [f32(2, 3, 5), f32(2, 5, 4)], True)],
-    "linear": [(op("linear"), [f32(5, 3), f32(4, 3)], True)],
+    "linear": [(op("linear"), [f32(5, 3), f32(4, 3)], True),
+               (op("linear"), [f32(5, 3), f32(4, 3), f32(4)], True),
+               (op("linear"), [f32(5, 3), f32(4, 3), f32(5, 4)], True),
+               (_linear_transposed_weight, [f32(5, 3), f32(3, 4), f32(5, 4)], True)],
     "tanh": [(op("tanh"), [f32(3, 4)], True)],
     "tanh_grad": [(op("tanh_grad"), [np.tanh(f32(3, 4)), f32(3, 4)], False),
                   (_tanh_grad_recorded, [f32(3, 4), f32(3, 4)], True)],
@@ -290,3 +298,11 @@ def test_tanh_grad_by_hand():
     Y = ops.from_numpy(np.array([[0.0, 0.5, -1.0]], np.float32))
     dY = ops.from_numpy(np.array([[2.0, 2.0, 3.0]], np.float32))
     np.testing.assert_allclose(ops.to_numpy(ops.tanh_grad(Y, dY)), [[2.0, 1.5, 0.0]], rtol=1e-6)
+
+
+def test_linear_by_hand():
+    X = ops.from_numpy(np.array([[1.0, 2.0]], np.float32))
+    W = ops.from_numpy(np.array([[1.0, 0.0], [1.0, -1.0], [0.5, 0.5]], np.float32))
+    np.testing.assert_allclose(ops.to_numpy(ops.linear(X, W)), [[1.0, -1.0, 1.5]])
+    b = ops.from_numpy(np.array([[10.0, 20.0, 30.0]], np.float32))
+    np.testing.assert_allclose(ops.to_numpy(ops.linear(X, W, b)), [[11.0, 19.0, 31.5]])
