@@ -32,7 +32,7 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "log", "sqrt", "abs",
+    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "log", "sqrt", "abs",
     "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax",

@@ -134,6 +134,14 @@ def linear(X, W, b=None):
     return Y if b is None else Y + b
 
 
+def prepack_linear(W):
+    """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
+
+    TensorFlow tensors have one layout and its matmul takes the transpose as a flag: unchanged.
+    """
+    return W
+
+
 def tanh(x):
     """Elementwise tanh."""
     return tf.tanh(x)

@@ -11,15 +11,15 @@ and, once the loop is done, dXW_t = dZ_t and
 which is a single matrix product over all steps instead of T products and T additions
 (split as H_0^T dZ_1 plus one product over the stored states H_1..H_{T-1}, which needs no
 copy). Running the time loop outside the framework's autograd tape also saves recording
-small operations at every step. Both loops use ``linear`` (X W^T) with a weight that is
-already in the layout the product wants, transposed once per minibatch.
+small operations at every step. Both loops use ``linear`` (X W^T), with the weight prepacked
+once per minibatch into the layout the backend's product is fastest with.
 """
 
 from .. import backends, ops
 
 
 def _forward(XW, H0, W_hh):
-    W_hh_T = ops.transpose(W_hh)  # H W_hh = linear(H, W_hh^T)
+    W_hh_T = ops.prepack_linear(ops.transpose(W_hh))  # H W_hh = linear(H, W_hh^T)
     H, hiddens = H0, []
     for XW_t in ops.unstack(XW):
         H = ops.tanh(ops.linear(H, W_hh_T, XW_t))  # H W_hh + XW_t
@@ -32,6 +32,7 @@ def _backward(residuals, dHs, dH_last):
     Hs, H0, W_hh = residuals
     T, B, h = ops.shape(Hs)
     hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
+    W_hh = ops.prepack_linear(W_hh)  # used in T products below
     dH, dZ = dH_last + dH_out[T - 1], [None] * T
     for t in reversed(range(T)):
         dZ[t] = ops.tanh_grad(hiddens[t], dH)  # dH_t (1 - H_t^2), one fused kernel

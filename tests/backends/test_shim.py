@@ -78,6 +78,14 @@ def _linear_transposed_weight(X, W_t, b):
     return ops.linear(X, ops.transpose(W_t), b)
 
 
+def _linear_prepacked(X, W, b):
+    return ops.linear(X, ops.prepack_linear(W), b)
+
+
+def _linear_transposed_prepacked(X, W_t, b):
+    return ops.linear(X, ops.prepack_linear(ops.transpose(W_t)), b)
+
+
 def _tanh_grad_recorded(x, dY):
     # tanh_grad while gradients are being recorded (as in a second-order use)
     return ops.tanh_grad(ops.tanh(x), dY)
@@ -125,6 +133,9 @@ CASES = {
                (op("linear"), [f32(5, 3), f32(4, 3), f32(4)], True),
                (op("linear"), [f32(5, 3), f32(4, 3), f32(5, 4)], True),
                (_linear_transposed_weight, [f32(5, 3), f32(3, 4), f32(5, 4)], True)],
+    "prepack_linear": [(op("prepack_linear"), [f32(4, 3)], True),
+                       (_linear_prepacked, [f32(5, 3), f32(4, 3), f32(5, 4)], True),
+                       (_linear_transposed_prepacked, [f32(5, 3), f32(3, 4), f32(5, 4)], True)],
     "tanh": [(op("tanh"), [f32(3, 4)], True)],
     "tanh_grad": [(op("tanh_grad"), [np.tanh(f32(3, 4)), f32(3, 4)], False),
                   (_tanh_grad_recorded, [f32(3, 4), f32(3, 4)], True)],
@@ -146,7 +157,10 @@ CASES = {
     "log_softmax": [(op("log_softmax"), [f32(4, 6) * 3], True),
                     (lambda x: ops.log_softmax(x, 0), [f32(4, 6)], True)],
     "softmax_cross_entropy": [(op("softmax_cross_entropy"), [f32(8, 6) * 3, ints(6, 8)], True)],
-    "rnn_layer": [(_rnn_layer_forward, [f32(3, 4), f32(4, 4), f32(4), f32(5, 2, 3), f32(2, 4)], True)],
+    # Gradients here are sums over 5 steps x 2 sequences of O(1) terms that cancel to ~1e-2, so a
+    # different (equally valid) float32 summation order moves them by ~1e-6 absolute: atol 1e-5.
+    "rnn_layer": [(_rnn_layer_forward, [f32(3, 4), f32(4, 4), f32(4), f32(5, 2, 3), f32(2, 4)], True,
+                   {"atol": 1e-5})],
     "manual_seed": [(_seeded_normal, [], False)],
     "detach": [(lambda x: ops.detach(x) * 2.0, [f32(2, 3)], False)],
     "value_and_grad": [(_vg, [f32(4, 3), f32(5, 4)], False),
@@ -171,8 +185,8 @@ def test_every_shim_function_has_a_parity_case():
     [(name, i) for name, cases in CASES.items() for i in range(len(cases))],
 )
 def test_shim_function_matches_numpy(name, case):
-    fn, inputs, grad = CASES[name][case]
-    assert_parity(fn, inputs, grad=grad)
+    fn, inputs, grad, *tolerance = CASES[name][case]
+    assert_parity(fn, inputs, grad=grad, **(tolerance[0] if tolerance else {}))
 
 
 def _signatures(path):
