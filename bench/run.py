@@ -40,8 +40,7 @@ def measure(backend, model, seconds):
 
 def best_of(rounds):
     """One row from several rounds of the same pair: the fastest round, with the spread kept."""
-    best = dict(max(rounds, key=lambda x: x["tokens_per_sec"]))
-    best["matmul_gflops"] = max(x["matmul_gflops"] for x in rounds)
+    best = dict(max(rounds, key=lambda x: x["tokens_per_sec"]))  # with its own process's ceiling
     best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rounds)
     best["data_epoch_seconds"] = min(x["data_epoch_seconds"] for x in rounds)
     best["slowest_round"] = min(x["tokens_per_sec"] for x in rounds)
@@ -76,11 +75,13 @@ def targets(rows):
     ratio(("mxnet", "scratch"), ("mxnet", "concise"), 0.4, "MXNet: scratch >= 0.4x gluon.rnn.RNN")
     ratio(("numpy", "scratch"), ("torch", "scratch"), 0.7, "numpy: scratch >= 0.7x torch scratch")
     if rows:
-        ceiling = max(x["matmul_gflops"] for x in rows)
         best = max(rows, key=lambda x: x["gflops_model"])
-        share = best["gflops_model"] / ceiling
-        out.append((f"fastest ({best['backend']} {best['model']}) >= 40% of matmul ceiling "
-                    f"({ceiling:.0f} GFLOP/s)", f"{share:.0%}", share >= 0.4))
+        share = best["gflops_model"] / best["matmul_gflops"]
+        highest = max(x["matmul_gflops"] for x in rows)
+        out.append((f"fastest ({best['backend']} {best['model']}) >= 40% of the matmul ceiling "
+                    f"({best['matmul_gflops']:.0f} GFLOP/s, same process; the run's highest is "
+                    f"{highest:.0f})", f"{share:.0%} ({best['gflops_model'] / highest:.0%} of the "
+                    "run's highest)", share >= 0.4))
         worst = max(rows, key=lambda x: x["peak_rss_mb"])
         out.append(("peak RSS < 1 GB on every backend", f"max {worst['peak_rss_mb']:.0f} MB "
                     f"({worst['backend']} {worst['model']})", worst["peak_rss_mb"] < 1024))
@@ -92,15 +93,15 @@ def targets(rows):
 
 
 def table(rows):
-    lines = ["| backend | model | layer | tokens/s | slowest round | model GFLOP/s | % of ceiling "
-             "| peak RSS (MB) | train epoch (s) | data epoch (s) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    ceiling = max(x["matmul_gflops"] for x in rows)
+    lines = ["| backend | model | layer | tokens/s | slowest round | model GFLOP/s | matmul ceiling "
+             "| % of ceiling | peak RSS (MB) | train epoch (s) | data epoch (s) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for x in rows:
         layer = "from scratch (hand-written BPTT)" if x["model"] == "scratch" else LAYERS[x["backend"]]
         lines.append(f"| {x['backend']} | {x['model']} | {layer} | {x['tokens_per_sec']:,.0f} | "
                      f"{x['slowest_round']:,.0f} | "
-                     f"{x['gflops_model']:.1f} | {x['gflops_model'] / ceiling:.0%} | "
+                     f"{x['gflops_model']:.1f} | {x['matmul_gflops']:.0f} | "
+                     f"{x['gflops_model'] / x['matmul_gflops']:.0%} | "
                      f"{x['peak_rss_mb']:.0f} | {x['train_epoch_seconds']:.2f} | "
                      f"{x['data_epoch_seconds']:.3f} |")
     return "\n".join(lines)
@@ -124,7 +125,6 @@ def main(argv=None):
             print(f"round {r + 1}/{args.rounds}: {backend} {model} ...", file=sys.stderr, flush=True)
             results[backend, model].append(measure(backend, model, args.seconds))
     rows = [best_of(results[pair]) for pair in pairs]
-    ceilings = ", ".join(f"{x['backend']} {x['matmul_gflops']:.0f}" for x in rows if x["model"] == "scratch")
     report = [
         "# Benchmark results",
         "",
@@ -139,8 +139,10 @@ def main(argv=None):
         table(rows),
         "",
         "Model GFLOP/s counts 6 FLOPs per weight per token (W_xh, W_hh, W_hq; 2 forward, 4 backward). "
-        f"Matmul ceiling (float32 2048x2048, GFLOP/s, same run): {ceilings}; the percentage uses the "
-        "highest.",
+        "The matmul ceiling is the float32 GFLOP/s of a 2048x2048 product on the row's framework, "
+        "measured in the same process just before and just after its training window (the better "
+        "of the two), so that the share compares numbers from the same minutes of this shared "
+        "machine; the fastest row's share against the run's highest ceiling is given too.",
         "",
         "## Targets (issue 4)",
         "",
