@@ -44,7 +44,6 @@ def best_of(rounds):
     best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rounds)
     best["data_epoch_seconds"] = min(x["data_epoch_seconds"] for x in rounds)
     best["slowest_round"] = min(x["tokens_per_sec"] for x in rounds)
-    best["rounds"] = len(rounds)
     return best
 
 

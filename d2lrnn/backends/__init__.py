@@ -70,7 +70,6 @@ def available_backends():
     return list(_backend_names())
 
 
-
 def _check_name(name):
     names = _backend_names()
     if name not in names:

@@ -159,7 +159,7 @@ def linear(X, W, b=None):
 def prepack_linear(W):
     """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
 
-    OpenBLAS runs ``linear`` as fast with either layout here (see ``linear``): unchanged.
+    ``linear`` itself picks the faster product form for either layout: unchanged.
     """
     return W
 

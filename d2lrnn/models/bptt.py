@@ -36,10 +36,7 @@ def _backward(residuals, dHs, dH_last):
     dH, dZ = dH_last + dH_out[T - 1], [None] * T
     for t in reversed(range(T)):
         dZ[t] = ops.tanh_grad(hiddens[t], dH)  # dH_t (1 - H_t^2), one fused kernel
-        if t > 0:
-            dH = ops.linear(dZ[t], W_hh, dH_out[t - 1])  # dZ_t W_hh^T + dL/dH_{t-1}
-        else:
-            dH = ops.linear(dZ[t], W_hh)
+        dH = ops.linear(dZ[t], W_hh, dH_out[t - 1] if t > 0 else None)  # dZ_t W_hh^T + dL/dH_{t-1}
     dZ = ops.stack(dZ)
     dZ_flat, H_flat = ops.reshape(dZ, (T * B, h)), ops.reshape(Hs, (T * B, h))
     # sum_t H_{t-1}^T dZ_t: H_0 pairs with dZ_1, and H_1..H_{T-1} (all but the last B rows of the
