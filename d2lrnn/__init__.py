@@ -19,7 +19,7 @@ from .backends import (
     set_backend,
     use_backend,
 )
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
 from .data import (
     CORPORA,
     NGramLM,
@@ -43,7 +43,15 @@ from .data import (
     tokenize,
     train_val_split,
 )
-from .errors import BackendError, CheckpointError, D2LRNNError, DataError, TrainingError
+from .errors import (
+    ArgumentError,
+    BackendError,
+    CheckpointError,
+    D2LRNNError,
+    DataError,
+    RunFolderError,
+    TrainingError,
+)
 from .models import make_model
 from .models.rnn_concise import RNNModel
 from .models.rnn_scratch import RNNModelScratch, get_params, init_rnn_state, rnn, rnn_textbook
@@ -65,7 +73,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ops", "available_backends", "backend_name", "get_backend", "set_backend", "use_backend",
-    "BackendError", "CheckpointError", "D2LRNNError", "DataError", "TrainingError",
+    "ArgumentError", "BackendError", "CheckpointError", "D2LRNNError", "DataError", "RunFolderError",
+    "TrainingError",
     *SHIM_FUNCTIONS, *ALIASES,
     "CORPORA", "corpus_path", "read_corpus", "read_time_machine", "tokenize", "load_corpus",
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus", "ngram_counts", "NGramLM",
@@ -75,7 +84,7 @@ __all__ = [
     "RNNModelScratch", "Animator", "progress_bar",
     "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
-    "save_checkpoint", "load_checkpoint",
+    "save_checkpoint", "load_checkpoint", "checkpoint_info",
 ]
 
 

@@ -8,72 +8,30 @@ one backend loads on any other.
 
 Files are written to a temporary file in the target's folder, synced, then renamed over
 the target (:func:`atomic_write`): a crash leaves either the old file or the new one.
+Loading checks every field (float32 arrays, all finite, shapes that match the sizes and the
+vocabulary, settings that are mappings) and says in one line what is wrong.
 """
 
-import contextlib
 import json
-import os
 import pathlib
-import tempfile
 
 import numpy as np
 
 from . import ops
+from .atomic import atomic_write
 from .backends import _common, backend_name
 from .data import Vocab
 from .errors import CheckpointError, D2LRNNError
 from .models import make_model
+
+__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer", "atomic_write"]
 
 #: Bumped when the layout changes so that an older reader refuses what it cannot read.
 FORMAT_VERSION = 1
 FORMAT_NAME = "d2lrnn-checkpoint"
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
 _META_KEY = "meta"
-
-
-def _fsync_dir(folder):
-    """Make the rename itself durable (POSIX); harmless where a folder cannot be opened."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _default_file_mode():
-    """The permissions ``open`` would give a new file (temporary files get 0o600)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def atomic_write(path, write, mode="wb", encoding=None):
-    """Write ``path`` through ``write(file)`` so that it is never seen half-written.
-
-    The data goes to a temporary file in the same folder, which is flushed, synced and
-    renamed over ``path``. If anything fails the temporary file is removed and an existing
-    ``path`` is left as it was. Returns ``path`` as a :class:`pathlib.Path`.
-    """
-    path = pathlib.Path(path)
-    folder = path.parent
-    newline = "" if "b" not in mode else None
-    tmp = tempfile.NamedTemporaryFile(mode, encoding=encoding, newline=newline, delete=False,
-                                      dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with tmp:
-            write(tmp)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-            if hasattr(os, "fchmod"):
-                os.fchmod(tmp.fileno(), _default_file_mode())
-        os.replace(tmp.name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp.name)
-        raise
-    _fsync_dir(folder)
-    return path
+INFO_KEYS = ("kind", "backend", "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 
 def _write_npz(file, arrays):
@@ -81,13 +39,34 @@ def _write_npz(file, arrays):
     np.savez(file, **arrays)
 
 
-def _metadata(net, vocab, hparams, history):
+def _metadata(net, vocab, hparams, history, resume):
     from . import __version__
 
-    return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": net.kind,
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": net.kind,
             "vocab_size": int(net.vocab_size), "num_hiddens": int(net.num_hiddens),
             "vocab": vocab.to_dict(), "hparams": dict(hparams or {}), "history": dict(history or {}),
             "backend": backend_name(), "d2lrnn_version": __version__}
+    if resume is not None:
+        meta["resume"] = dict(resume)
+    return meta
+
+
+def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None):
+    """A function ``write(file)`` that writes the checkpoint of ``net`` as it is now into an open file.
+
+    The parameters are copied to NumPy at once, so the model may go on training before the
+    file is written (:func:`d2lrnn.atomic.write_files` writes several files as one set).
+    ``resume`` is extra state for continuing a run (plain data), returned by
+    :func:`load_checkpoint` as ``info["resume"]``.
+    """
+    if len(vocab) != net.vocab_size:
+        raise CheckpointError(f"the vocabulary has {len(vocab)} tokens but the model expects "
+                              f"{net.vocab_size}: save the vocabulary the model was trained with")
+    arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
+              for name, p in zip(PARAM_NAMES, net.scratch_params(), strict=True)}
+    meta = json.dumps(_metadata(net, vocab, hparams, history, resume), ensure_ascii=False, default=str)
+    arrays[_META_KEY] = np.array(meta)  # a unicode array: loads without pickle
+    return lambda file: _write_npz(file, arrays)
 
 
 def save_checkpoint(path, net, vocab, hparams=None, history=None):
@@ -96,18 +75,19 @@ def save_checkpoint(path, net, vocab, hparams=None, history=None):
     ``hparams`` and ``history`` are dicts of JSON-friendly values (other values are stored as
     their ``str``). The file is replaced atomically; returns its path.
     """
-    if len(vocab) != net.vocab_size:
-        raise CheckpointError(f"the vocabulary has {len(vocab)} tokens but the model expects "
-                              f"{net.vocab_size}: save the vocabulary the model was trained with")
-    arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
-              for name, p in zip(PARAM_NAMES, net.scratch_params(), strict=True)}
-    meta = json.dumps(_metadata(net, vocab, hparams, history), ensure_ascii=False, default=str)
-    arrays[_META_KEY] = np.array(meta)  # a unicode array: loads without pickle
+    path = _as_path(path)
+    write = checkpoint_writer(net, vocab, hparams, history)
     try:
-        return atomic_write(path, lambda f: _write_npz(f, arrays))
+        return atomic_write(path, write)
     except OSError as err:
         raise CheckpointError(f"cannot write checkpoint {path}: {err.strerror or err}: "
                               "check that its folder exists and is writable") from None
+
+
+def _as_path(path):
+    if not isinstance(path, (str, pathlib.PurePath)) or not str(path):
+        raise CheckpointError(f"a checkpoint path must be a file name such as 'model.npz', got {path!r}")
+    return pathlib.Path(path)
 
 
 def _read(path):
@@ -115,9 +95,12 @@ def _read(path):
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder: pass the file in it, "
                               f"e.g. {path / 'model.npz'}")
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist: check the path, "
                               "or train a model with `d2lrnn train`")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} is not a regular file (a device or pipe): "
+                              "pass a model.npz written by `d2lrnn train`")
     torn = f"checkpoint {path} is truncated or corrupt ({{}}): save it again or use another copy"
     if path.stat().st_size == 0:  # NumPy versions disagree on the error an empty file raises
         raise CheckpointError(torn.format("empty file"))
@@ -147,20 +130,75 @@ def _read(path):
 
 def _check_version(path, meta):
     version = meta.get("format_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise CheckpointError(f"checkpoint {path} has no valid format version: save it again")
     if version > FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {path} has format version {version}, newer than this d2lrnn "
                               f"reads ({FORMAT_VERSION}): upgrade d2lrnn (pip install -U d2lrnn)")
 
 
-def _check_shapes(path, meta, arrays):
+#: What each metadata field must be: (types, what to call it in an error).
+_META_TYPES = {
+    "kind": (str, "a model name"),
+    "vocab_size": (int, "a whole number"),
+    "num_hiddens": (int, "a whole number"),
+    "vocab": (dict, "a mapping"),
+    "hparams": (dict, "a mapping of settings"),
+    "history": (dict, "a mapping of lists"),
+    "resume": ((dict, type(None)), "a mapping"),
+}
+
+
+def _check_meta(path, meta):
+    for key, (types, what) in _META_TYPES.items():
+        value = meta.get(key)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise CheckpointError(f"checkpoint {path} is corrupt: its {key!r} is {type(value).__name__}, "
+                                  f"not {what}: save it again")
+    for key in ("vocab_size", "num_hiddens"):
+        if meta[key] < 1:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}: save it again")
+
+
+def _check_arrays(path, meta, arrays):
+    """float32 arrays of the shapes the sizes give, every value finite."""
     V, h = meta["vocab_size"], meta["num_hiddens"]
     expected = [(V, h), (h, h), (h,), (h, V), (V,)]
     for name, a, shape in zip(PARAM_NAMES, arrays, expected):
+        if a.dtype != np.float32:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} holds {a.dtype} values, not "
+                                  "float32: save it again with d2lrnn")
         if a.shape != shape:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} has shape {a.shape}, expected "
                                   f"{shape} for vocab {V} and {h} hidden units: save it again")
+        bad = a.size - int(np.isfinite(a).sum())
+        if bad:
+            raise CheckpointError(f"checkpoint {path} holds {bad} NaN or infinite values in {name}: it is "
+                                  "from a diverged run or damaged; use the run's best checkpoint (model.npz)")
+
+
+def _validated(path):
+    """The metadata and arrays of a checkpoint, every field checked; one CheckpointError line if not."""
+    path = _as_path(path)
+    meta, arrays = _read(path)
+    _check_version(path, meta)
+    _check_meta(path, meta)
+    _check_arrays(path, meta, arrays)
+    try:
+        vocab = Vocab.from_dict(meta["vocab"])
+    except (KeyError, TypeError, D2LRNNError) as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt (bad vocabulary: {err}): "
+                              "save it again") from None
+    if len(vocab) != meta["vocab_size"]:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its vocabulary has {len(vocab)} tokens but "
+                              f"the model {meta['vocab_size']}: save it again")
+    return path, meta, arrays, vocab
+
+
+def checkpoint_info(path):
+    """The ``info`` dict of a checkpoint (see :func:`load_checkpoint`), checked, without building a model."""
+    _, meta, _, _ = _validated(path)
+    return {key: meta.get(key) for key in INFO_KEYS}
 
 
 def load_checkpoint(path, device=None):
@@ -168,26 +206,16 @@ def load_checkpoint(path, device=None):
 
     ``net`` is a new model of the saved kind holding the saved parameters, ``vocab`` the
     saved vocabulary, and ``info`` a dict with ``kind``, ``backend`` (where it was saved),
-    ``format_version``, ``d2lrnn_version``, ``hparams`` and ``history``.
+    ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (the state
+    a run folder's ``last.npz`` keeps for ``d2lrnn train --resume``, else None). Every array
+    must be float32, finite and of the shape the metadata gives; anything else is a
+    :class:`CheckpointError`.
     """
-    path = pathlib.Path(path)
-    meta, arrays = _read(path)
-    _check_version(path, meta)
+    path, meta, arrays, vocab = _validated(path)
     try:
-        _check_shapes(path, meta, arrays)
-        vocab = Vocab.from_dict(meta["vocab"])
         with _common.generator_state_kept():  # the initial draw is overwritten: leave the seed alone
             net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device)
-    except (KeyError, TypeError) as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt (bad metadata: {err}): save it again") from None
     except D2LRNNError as err:
-        if isinstance(err, CheckpointError):
-            raise
         raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
-    if len(vocab) != net.vocab_size:
-        raise CheckpointError(f"checkpoint {path} is corrupt: its vocabulary has {len(vocab)} tokens "
-                              f"but the model {net.vocab_size}: save it again")
     net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays])
-    info = {key: meta.get(key) for key in ("kind", "backend", "format_version", "d2lrnn_version",
-                                           "hparams", "history")}
-    return net, vocab, info
+    return net, vocab, {key: meta.get(key) for key in INFO_KEYS}

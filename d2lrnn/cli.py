@@ -2,31 +2,41 @@
 
 ``d2lrnn train`` loads a corpus, computes the n-gram baselines on the same train/validation
 split, trains with a progress bar, then prints the perplexities next to the baselines,
-two sample continuations, and where it wrote the checkpoint, metrics CSV and plot.
-``d2lrnn generate`` continues a prefix with a saved model. :func:`main` takes an argument
-list and returns the exit code: 0 done, 1 training diverged, 2 bad arguments or input,
-130 interrupted.
+two sample continuations, and where it wrote its files. Every run writes into a folder of its
+own (:mod:`d2lrnn.runs`): after every epoch the best model so far (``model.npz``), the metrics
+(``metrics.csv``), the plot (``perplexity.png``) and the state to resume from (``last.npz``), as
+one set. ``d2lrnn generate`` continues a prefix with a saved model. :func:`main` takes an
+argument list and returns the exit code: 0 done, 1 training diverged, 2 bad arguments, input
+or output folder, 130 interrupted.
 """
 
 import argparse
 import csv
+import hashlib
 import math
+import os
 import pathlib
 import sys
 import time
 
 from . import ops
-from .backends import available_backends, backend_name, use_backend
-from .checkpoint import atomic_write, load_checkpoint, save_checkpoint
+from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
+from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
 from .data import CORPORA, corpus_path, load_data_lm, ngram_perplexities
-from .errors import D2LRNNError, TrainingError
+from .errors import CheckpointError, D2LRNNError, DataError, RunFolderError, TrainingError
 from .models import make_model
-from .train import predict_ch8, train_ch8
+from .runs import open_run_folder
+from .train import format_perplexity, predict_ch8, quiet_numerics, train_ch8
 
 NGRAM_ORDERS = (1, 2, 3, 5)
 SAMPLE_CHARS = 100
 TIME_MACHINE_PREFIXES = ("time traveller", "traveller")
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
+
+#: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
+TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "hidden": 512, "batch_size": 32,
+                  "num_steps": 35, "lr": 1.0, "clip": 1.0, "epochs": 30, "sampling": "sequential",
+                  "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -42,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but an error is one line on stderr (no usage block), exit code 2."""
 
     def error(self, message):
+        message = message.replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever was typed
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -61,11 +72,19 @@ def positive_int(text):
     return value
 
 
+def nonnegative_int(text):
+    """An integer >= 0."""
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def positive_float(text):
     """A finite number > 0."""
     value = _number(text, float)
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {value:g}")
     return value
 
 
@@ -73,7 +92,7 @@ def nonnegative_float(text):
     """A finite number >= 0."""
     value = _number(text, float)
     if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {value:g}")
     return value
 
 
@@ -89,8 +108,15 @@ def fraction(text):
     """A number strictly between 0 and 1."""
     value = _number(text, float)
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.1), got {text}")
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.1), got {value:g}")
     return value
+
+
+def folder(text):
+    """A folder name (not empty)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a folder name")
+    return text
 
 
 def backend_choice(text):
@@ -102,36 +128,53 @@ def backend_choice(text):
     return name
 
 
+#: The type of each training setting: checks the command line, and the settings a resumed run saved.
+SETTING_TYPES = {"hidden": positive_int, "batch_size": positive_int, "num_steps": positive_int,
+                 "lr": positive_float, "clip": positive_float, "epochs": positive_int,
+                 "max_tokens": max_tokens, "val_fraction": fraction, "seed": nonnegative_int}
+
+
 def _add_train_parser(commands):
     p = commands.add_parser(
         "train", help="train a character RNN language model",
         description="Train a character-level RNN language model, compare it with n-gram baselines on "
-                    "the same held-out text, and save a checkpoint, a metrics CSV and a perplexity plot.",
+                    "the same held-out text, and save, after every epoch, the best model so far, the "
+                    "metrics, a perplexity plot and the state to resume from, in a folder of the run's own.",
         formatter_class=_HelpFormatter)
+    d = TRAIN_DEFAULTS
+
+    def setting(flag, help, **kwargs):  # default None: --resume must tell what was given explicitly
+        key = flag[2:].replace("-", "_")
+        p.add_argument(flag, default=None, type=SETTING_TYPES.get(key, str),
+                       help=f"{help} (default: {d[key]})", **kwargs)
+
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
-                   help=f"{', '.join(available_backends())} (default: $D2LRNN_BACKEND, else numpy)")
-    p.add_argument("--corpus", default="timemachine", metavar="NAME|PATH",
-                   help=f"{', '.join(CORPORA)}, or the path of a UTF-8 text file")
-    p.add_argument("--model", choices=("scratch", "concise"), default="scratch",
-                   help="the RNN from scratch, or the framework's own RNN layer")
-    p.add_argument("--hidden", type=positive_int, default=512, metavar="N", help="hidden units")
-    p.add_argument("--batch-size", type=positive_int, default=32, metavar="N", help="sequences per minibatch")
-    p.add_argument("--num-steps", type=positive_int, default=35, metavar="N", help="time steps per sequence")
-    p.add_argument("--lr", type=positive_float, default=1.0, metavar="RATE", help="SGD learning rate")
-    p.add_argument("--clip", type=positive_float, default=1.0, metavar="NORM",
-                   help="gradient clipping: maximum global norm")
-    p.add_argument("--epochs", type=positive_int, default=30, metavar="N",
-                   help="passes over the training text")
-    p.add_argument("--sampling", choices=("random", "sequential"), default="sequential",
-                   help="random subsequences, or sequential partitioning (state carried over)")
-    p.add_argument("--max-tokens", type=max_tokens, default=-1, metavar="N",
-                   help="use only the first N characters of the corpus (-1: all)")
-    p.add_argument("--val-fraction", type=fraction, default=0.1, metavar="F",
-                   help="the last part of the text held out for validation")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed of the initial weights and the sampling")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default: runs/<corpus>-<backend>-<model>)")
+                   help=f"{', '.join(available_backends())} (default: $D2LRNN_BACKEND, else numpy; "
+                        "with --resume, the run's)")
+    setting("--corpus", f"{', '.join(CORPORA)}, or the path of a UTF-8 text file", metavar="NAME|PATH")
+    setting("--model", "the RNN from scratch, or the framework's own RNN layer",
+            choices=("scratch", "concise"))
+    setting("--hidden", "hidden units", metavar="N")
+    setting("--batch-size", "sequences per minibatch", metavar="N")
+    setting("--num-steps", "time steps per sequence", metavar="N")
+    setting("--lr", "SGD learning rate", metavar="RATE")
+    setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
+    setting("--epochs", "passes over the training text (with --resume: the new total)", metavar="N")
+    setting("--sampling", "random subsequences, or sequential partitioning (state carried over)",
+            choices=("random", "sequential"))
+    setting("--max-tokens", "use only the first N characters of the corpus (-1: all)", metavar="N")
+    setting("--val-fraction", "the last part of the text held out for validation", metavar="F")
+    setting("--seed", "seed of the initial weights and the data order", metavar="S")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=folder, default=None, metavar="DIR",
+                       help="output folder (default: a new runs/<corpus>-<backend>-<model>-<N>); one that "
+                            "holds another run is refused unless --overwrite")
+    where.add_argument("--resume", type=folder, default=None, metavar="DIR",
+                       help="continue the interrupted run in DIR from its last finished epoch, with its "
+                            "settings (only --epochs, --backend and --no-progress may be given)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="let a new run replace the run in --out (its files are replaced when the first "
+                        "epoch ends)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run_train)
 
@@ -142,15 +185,15 @@ def _add_generate_parser(commands):
         description="Load a checkpoint written by 'd2lrnn train' (on any backend) and continue a prefix: "
                     "greedy by default, sampled with --temperature.",
         formatter_class=_HelpFormatter)
-    p.add_argument("--checkpoint", required=True, metavar="FILE",
-                   help="a model.npz written by 'd2lrnn train'")
+    p.add_argument("--checkpoint", required=True, metavar="FILE|DIR",
+                   help="a model.npz written by 'd2lrnn train', or the run folder holding it")
     p.add_argument("--prefix", default=None, metavar="TEXT",
                    help="text to continue (default: the first sample prefix of the training run, "
                         "'time traveller' for the Time Machine)")
     p.add_argument("--num-chars", type=positive_int, default=50, metavar="N", help="characters to generate")
     p.add_argument("--temperature", type=nonnegative_float, default=0.0, metavar="T",
                    help="0: greedy; above 0: sample from softmax(logits / T)")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
+    p.add_argument("--seed", type=nonnegative_int, default=None, metavar="S",
                    help="seed of the sampling (default: random)")
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
                    help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")
@@ -191,15 +234,6 @@ def sample_prefixes(corpus, vocab, val_tokens, length=10):
     return tuple(text[i:i + length].strip() or text[:length] for i in (starts[0], middle))
 
 
-def _make_out_dir(out):
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise D2LRNNError(f"cannot create the output folder {out}: {err.strerror or err}: "
-                          "choose another --out") from None
-    return out
-
-
 def _summary(args, backend, train_iter, val_iter, vocab):
     return (f"corpus {args.corpus}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} validation "
             f"characters, vocabulary {len(vocab)} | backend {backend} | model {args.model}, "
@@ -208,73 +242,160 @@ def _summary(args, backend, train_iter, val_iter, vocab):
 
 def perplexity_table(model, train_ppl, val_ppl, baselines):
     """The RNN's train/validation perplexity above the n-gram models' validation perplexity."""
-    rows = [(f"RNN ({model})", f"{train_ppl:.2f}", f"{val_ppl:.2f}")]
-    rows += [(f"{n}-gram (add-k)", "-", f"{ppl:.2f}") for n, ppl in sorted(baselines.items())]
-    lines = [f"{'perplexity':<16}{'train':>8}{'validation':>12}"]
-    lines += [f"{name:<16}{train:>8}{val:>12}" for name, train, val in rows]
+    rows = [(f"RNN ({model})", format_perplexity(train_ppl), format_perplexity(val_ppl))]
+    rows += [(f"{n}-gram (add-k)", "-", format_perplexity(ppl)) for n, ppl in sorted(baselines.items())]
+    lines = [f"{'perplexity':<16}{'train':>10}{'validation':>12}"]
+    lines += [f"{name:<16}{train:>10}{val:>12}" for name, train, val in rows]
     trigram = baselines[3]
     verdict = "beats" if val_ppl < trigram else "does not beat"
     sign = "<" if val_ppl < trigram else ">="
-    lines.append(f"the RNN {verdict} the trigram on the validation text ({val_ppl:.2f} {sign} {trigram:.2f})")
+    lines.append(f"the RNN {verdict} the trigram on the validation text "
+                 f"({format_perplexity(val_ppl)} {sign} {format_perplexity(trigram)})")
     return "\n".join(lines)
 
 
-def write_metrics_csv(path, history):
-    """Write the per-epoch history as CSV (``epoch,train_ppl,val_ppl,tokens_per_sec,seconds``)."""
+def metrics_csv_writer(history):
+    """A writer of the per-epoch history as CSV (``epoch,train_ppl,val_ppl,tokens_per_sec,seconds``)."""
+    rows = list(zip(*(history[k] for k in CSV_FIELDS)))
+
     def write(f):
         writer = csv.writer(f)
         writer.writerow(CSV_FIELDS)
-        writer.writerows(zip(*(history[k] for k in CSV_FIELDS)))
+        writer.writerows(rows)
 
-    return atomic_write(path, write, mode="w", encoding="utf-8")
-
-
-def write_perplexity_plot(path, history, baselines, title=""):
-    """Save a PNG of train and validation perplexity per epoch; the bigram and trigram are dashed lines."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    fig = Figure(figsize=(6, 4), dpi=100)
-    FigureCanvasAgg(fig)  # rendered off-screen: no display needed
-    ax = fig.add_subplot()
-    ax.plot(history["epoch"], history["train_ppl"], "-o", markersize=3, label="RNN train")
-    ax.plot(history["epoch"], history["val_ppl"], "-s", markersize=3, label="RNN validation")
-    for n, style in ((2, "tab:gray"), (3, "tab:red")):
-        ax.axhline(baselines[n], linestyle="--", color=style, label=f"{n}-gram validation")
-    ax.set(xlabel="epoch", ylabel="perplexity", title=title)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    return atomic_write(path, lambda f: fig.savefig(f, format="png"))
+    return write
 
 
-def _hparams(args, backend, prefixes, baselines):
-    keys = ("corpus", "model", "hidden", "batch_size", "num_steps", "lr", "clip", "epochs", "sampling",
-            "max_tokens", "val_fraction", "seed")
-    hparams = {key: getattr(args, key) for key in keys}
-    hparams.update(backend=backend, token="char", prefixes=list(prefixes),
+def perplexity_plot_writer(history, baselines, title="", best_epoch=None):
+    """A writer of a PNG of train and validation perplexity per epoch, with the bigram and trigram
+    as dashed lines and the best epoch (the one ``model.npz`` holds) marked."""
+    epochs, train, val = list(history["epoch"]), list(history["train_ppl"]), list(history["val_ppl"])
+
+    def write(f):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
+
+        fig = Figure(figsize=(6, 4), dpi=100)
+        FigureCanvasAgg(fig)  # rendered off-screen: no display needed
+        ax = fig.add_subplot()
+        ax.plot(epochs, train, "-o", markersize=3, label="RNN train")
+        ax.plot(epochs, val, "-s", markersize=3, label="RNN validation")
+        for n, style in ((2, "tab:gray"), (3, "tab:red")):
+            ax.axhline(baselines[n], linestyle="--", color=style, label=f"{n}-gram validation")
+        if best_epoch in epochs:
+            ax.plot([best_epoch], [val[epochs.index(best_epoch)]], "*", color="black", markersize=10,
+                    label=f"best (epoch {best_epoch})")
+        ax.set(xlabel="epoch", ylabel="perplexity", title=title)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        with quiet_numerics():  # a diverged epoch's inf is simply not drawn
+            fig.savefig(f, format="png")
+
+    return write
+
+
+def _corpus_digest(train_iter, val_iter):
+    """A fingerprint of the token stream: a resumed run must read the same text."""
+    digest = hashlib.sha1(train_iter.corpus.tobytes())
+    digest.update(val_iter.corpus.tobytes())
+    return digest.hexdigest()
+
+
+def _hparams(args, backend, prefixes, baselines, digest):
+    hparams = {key: getattr(args, key) for key in TRAIN_DEFAULTS}
+    if args.corpus not in CORPORA:
+        hparams["corpus_path"] = str(corpus_path(args.corpus).resolve())
+    hparams.update(backend=backend, token="char", prefixes=list(prefixes), corpus_sha1=digest,
                    ngram_val_ppl={str(n): ppl for n, ppl in baselines.items()})
     return hparams
 
 
-def _report(args, net, vocab, history, baselines, prefixes):
-    """Print the perplexity table and the greedy continuations of ``prefixes``."""
+class EpochSaver:
+    """``on_epoch`` of :func:`train_ch8` for the command line: after every epoch, one set of files.
+
+    ``model.npz`` when the validation perplexity is the best so far, and always ``metrics.csv``,
+    ``perplexity.png`` and ``last.npz`` (the parameters, history and random-generator states to
+    resume from), written together by :meth:`RunFolder.write`.
+    """
+
+    def __init__(self, folder, vocab, hparams, baselines, title, train_iter, history=None):
+        self.folder, self.vocab, self.hparams = folder, vocab, hparams
+        self.baselines, self.title, self.train_iter = baselines, title, train_iter
+        self.best = _best_epoch(history) if history else None  # (epoch, validation perplexity) of model.npz
+        self.saved = history["epoch"][-1] if history else None  # the last epoch on disk
+
+    def __call__(self, epoch, net, history):
+        val_ppl = history["val_ppl"][-1]
+        files = {}
+        best = self.best
+        if best is None or val_ppl < best[1]:
+            best = (epoch, val_ppl)
+            files["model.npz"] = (checkpoint_writer(net, self.vocab, self.hparams, history), "wb")
+        resume = {"epoch": epoch, "best_epoch": best[0], "generator": generator_state(),
+                  "loader_generator": self.train_iter.rng_state()}
+        files["metrics.csv"] = (metrics_csv_writer(history), "w")
+        files["perplexity.png"] = (perplexity_plot_writer(history, self.baselines, self.title, best[0]), "wb")
+        files["last.npz"] = (checkpoint_writer(net, self.vocab, self.hparams, history, resume), "wb")
+        self.folder.write(files)
+        self.best, self.saved = best, epoch
+
+    def where(self):
+        """What is on disk, for a message after a failure."""
+        if self.best is None:
+            return "no epoch finished, so nothing was saved"
+        return (f"the best model of this run (epoch {self.best[0]}, validation perplexity "
+                f"{format_perplexity(self.best[1])}) is in {self.folder / 'model.npz'}")
+
+
+def _best_epoch(history):
+    """(epoch, validation perplexity) of the first epoch with the lowest validation perplexity so far,
+    by the rule :class:`EpochSaver` saves by; None for an empty history."""
+    best = None
+    for epoch, val_ppl in zip(history["epoch"], history["val_ppl"]):
+        if best is None or val_ppl < best[1]:
+            best = (epoch, val_ppl)
+    return best
+
+
+def _report(args, folder, baselines, prefixes, epochs_done):
+    """Print the best epoch's perplexities against the baselines, and samples from the saved best model."""
+    net, vocab, info = load_checkpoint(folder / "model.npz")
+    history = info["history"]
     print()
     print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], baselines))
+    print(f"model.npz holds epoch {history['epoch'][-1]} of {epochs_done}, the one with the best validation "
+          "perplexity")
     print(f"\nsamples (greedy, {SAMPLE_CHARS} characters):")
     for prefix in prefixes:
         print(f"  {predict_ch8(prefix, SAMPLE_CHARS, net, vocab)}")
 
 
-def _save_outputs(out, args, backend, net, vocab, history, baselines, prefixes):
-    """Write the checkpoint, metrics CSV and plot into ``out``; return ``{what: path}``."""
-    hparams = _hparams(args, backend, prefixes, baselines)
-    title = f"{corpus_name(args.corpus)}, {backend}, {args.model}"
-    return {"checkpoint": save_checkpoint(out / "model.npz", net, vocab, hparams, history),
-            "metrics": write_metrics_csv(out / "metrics.csv", history),
-            "plot": write_perplexity_plot(out / "perplexity.png", history, baselines, title)}
+def _check_memory(vocab_size, args):
+    """Refuse a model whose parameters alone would not fit in this machine's memory."""
+    need = 4 * (args.hidden * args.hidden + 2 * vocab_size * args.hidden) * 4  # params, grads, updates, slack
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return
+    if need > have:
+        raise D2LRNNError(f"--hidden {args.hidden} needs about {need / 2**30:.0f} GB for the model's "
+                          f"parameters and their gradients, more than this machine's {have / 2**30:.0f} GB: "
+                          "use a smaller --hidden")
+
+
+def _resume_state(args, folder, train_iter, vocab, digest):
+    """The model and history of the run in ``folder``, with its random generators put back."""
+    net, saved_vocab, info = load_checkpoint(folder / "last.npz")
+    if saved_vocab != vocab or info["hparams"].get("corpus_sha1") != digest:
+        raise DataError(f"the corpus {args.corpus} is not the text the run in {folder.path} was trained on "
+                        "(it changed since): resume needs the same text; start a new run instead")
+    resume = info["resume"]
+    set_generator_state(resume["generator"])
+    train_iter.set_rng_state(resume["loader_generator"])
+    return net, info["history"]
 
 
 def _train_here(args, backend, start):
@@ -283,21 +404,42 @@ def _train_here(args, backend, start):
     train_iter, val_iter, vocab = load_data_lm(args.corpus, args.batch_size, args.num_steps,
                                                args.sampling == "random", args.max_tokens,
                                                args.val_fraction, seed=args.seed)
-    out = _make_out_dir(pathlib.Path(args.out or f"runs/{corpus_name(args.corpus)}-{backend}-{args.model}"))
-    print(_summary(args, backend, train_iter, val_iter, vocab), flush=True)
-    baselines = ngram_perplexities(train_iter.corpus, val_iter.corpus, len(vocab), ns=NGRAM_ORDERS)
-    print("n-gram validation perplexity: " + ", ".join(f"{n}-gram {p:.2f}" for n, p in baselines.items())
-          + f" (the trigram's {baselines[3]:.2f} is the one to beat)", flush=True)
-    net = make_model(args.model, len(vocab), args.hidden)
-    history = train_ch8(net, train_iter, vocab, args.lr, args.epochs, None, args.sampling == "random",
-                        clip=args.clip, val_iter=val_iter, progress=not args.no_progress, plot=False,
-                        verbose=False)
-    prefixes = sample_prefixes(args.corpus, vocab, val_iter.corpus)
-    _report(args, net, vocab, history, baselines, prefixes)
-    paths = _save_outputs(out, args, backend, net, vocab, history, baselines, prefixes)
-    print(f"\nwall time {_duration(time.perf_counter() - start)}")
-    for what, path in paths.items():
-        print(f"{what:<11} {path}")
+    _check_memory(len(vocab), args)
+    digest = _corpus_digest(train_iter, val_iter)
+    stem = f"{corpus_name(args.corpus)}-{backend}-{args.model}"
+    resume = args.resume is not None
+    with open_run_folder(args.resume or args.out, "runs", stem, args.overwrite, resume) as out:
+        print(_summary(args, backend, train_iter, val_iter, vocab))
+        print(f"output folder {out.path}", flush=True)
+        baselines = ngram_perplexities(train_iter.corpus, val_iter.corpus, len(vocab), ns=NGRAM_ORDERS)
+        print("n-gram validation perplexity: " + ", ".join(f"{n}-gram {p:.2f}" for n, p in baselines.items())
+              + f" (the trigram's {baselines[3]:.2f} is the one to beat)", flush=True)
+        prefixes = sample_prefixes(args.corpus, vocab, val_iter.corpus)
+        if resume:
+            net, history = _resume_state(args, out, train_iter, vocab, digest)
+            print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
+        else:
+            net, history = make_model(args.model, len(vocab), args.hidden), None
+        hparams = _hparams(args, backend, prefixes, baselines, digest)
+        title = f"{corpus_name(args.corpus)}, {backend}, {args.model}"
+        saver = EpochSaver(out, vocab, hparams, baselines, title, train_iter, history)
+        try:
+            history = train_ch8(net, train_iter, vocab, args.lr, args.epochs, None, args.sampling == "random",
+                                clip=args.clip, val_iter=val_iter, progress=not args.no_progress, plot=False,
+                                verbose=False, history=history, on_epoch=saver)
+        except TrainingError as err:
+            raise TrainingError(f"{err.cause}; {saver.where()}", err.epoch, err.step) from None
+        except KeyboardInterrupt:
+            if saver.saved is None:
+                raise KeyboardInterrupt("interrupted before the first epoch finished; "
+                                        "nothing was saved") from None
+            raise KeyboardInterrupt(f"interrupted; epochs 1-{saver.saved} are saved in {out.path}: continue "
+                                    f"with: d2lrnn train --resume {out.path}") from None
+        _report(args, out, baselines, prefixes, history["epoch"][-1])
+        print(f"\nwall time {_duration(time.perf_counter() - start)}")
+        for what, name in (("checkpoint", "model.npz"), ("metrics", "metrics.csv"),
+                           ("plot", "perplexity.png"), ("resume", "last.npz")):
+            print(f"{what:<11} {out / name}")
     return 0
 
 
@@ -306,27 +448,80 @@ def _duration(seconds):
     return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
 
 
+def _fill_settings(args):
+    """A new run: every setting not given takes its default."""
+    for key, value in TRAIN_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
+def _resume_settings(args):
+    """``--resume DIR``: the run's own settings (``--epochs`` may raise the total); returns its backend."""
+    path = pathlib.Path(args.resume)
+    if args.overwrite:
+        raise D2LRNNError("--resume continues a run and --overwrite replaces one: give only one of them")
+    if not path.is_dir():
+        raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
+                             "e.g. runs/timemachine-numpy-scratch-1")
+    last = path / "last.npz"
+    if not last.is_file():
+        raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder that "
+                             "'d2lrnn train' wrote")
+    info = checkpoint_info(last)
+    saved, resume = info["hparams"], info["resume"]
+    if not isinstance(resume, dict) or not isinstance(resume.get("epoch"), int):
+        raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
+    for key in TRAIN_DEFAULTS:
+        value = saved.get(key)
+        check = SETTING_TYPES.get(key)
+        try:
+            value = check(str(value)) if check else value
+        except argparse.ArgumentTypeError as err:
+            raise CheckpointError(f"{last} is corrupt: its setting {key} {err}: start a new run") from None
+        given = getattr(args, key)
+        if key != "epochs" and given is not None and given != value:
+            flag = "--" + key.replace("_", "-")
+            raise D2LRNNError(f"--resume continues the run with its own settings: drop {flag} "
+                              f"(the run used {value})")
+        if given is None:
+            setattr(args, key, value)
+    if args.corpus not in CORPORA and saved.get("corpus_path"):
+        args.corpus = saved["corpus_path"]  # the run may have been started from another folder
+    if resume["epoch"] >= args.epochs:
+        raise D2LRNNError(f"the run in {path} has already finished {resume['epoch']} of {args.epochs} "
+                          f"epochs: pass --epochs N with N > {resume['epoch']} to train it further")
+    return saved.get("backend")
+
+
 def run_train(args):
     """``d2lrnn train``: the backend is switched to first, before any tensor is made."""
     start = time.perf_counter()
+    saved_backend = _resume_settings(args) if args.resume else _fill_settings(args)
     corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
-    with use_backend(args.backend or backend_name()) as module:
+    with use_backend(args.backend or saved_backend or backend_name()) as module:
         return _train_here(args, module.__name__.rsplit(".", 1)[-1], start)
 
 
 def run_generate(args):
     """``d2lrnn generate``: load a checkpoint on the chosen backend and print the continuation."""
+    if args.prefix is not None and not args.prefix:
+        raise D2LRNNError("--prefix is empty: give some text to continue, e.g. --prefix 'time traveller'")
+    path = pathlib.Path(args.checkpoint)
+    if path.is_dir() and (path / "model.npz").is_file():
+        path = path / "model.npz"  # a run folder: its best model
     with use_backend(args.backend or backend_name()):
-        net, vocab, info = load_checkpoint(args.checkpoint)
+        net, vocab, info = load_checkpoint(path)
         prefix = args.prefix
         if prefix is None:
             prefix = ((info.get("hparams") or {}).get("prefixes") or TIME_MACHINE_PREFIXES)[0]
-        print(predict_ch8(prefix, args.num_chars, net, vocab, temperature=args.temperature, seed=args.seed))
+        print(predict_ch8(str(prefix), args.num_chars, net, vocab, temperature=args.temperature,
+                          seed=args.seed))
     return 0
 
 
 def _fail(message, code):
-    print(f"d2lrnn: error: {message}", file=sys.stderr)
+    one_line = str(message).replace("\r", "\\r").replace("\n", "\\n")
+    print(f"d2lrnn: error: {one_line}", file=sys.stderr)
     return code
 
 
@@ -342,8 +537,10 @@ def main(argv=None):
         return _fail(err, 1)
     except D2LRNNError as err:
         return _fail(err, 2)
-    except KeyboardInterrupt:
-        print("\nd2lrnn: interrupted", file=sys.stderr)
+    except MemoryError:
+        return _fail("out of memory: use a smaller --hidden, --batch-size or --num-steps", 2)
+    except KeyboardInterrupt as err:
+        print(f"\nd2lrnn: {err or 'interrupted'}", file=sys.stderr)
         return 130
 
 

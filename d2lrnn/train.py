@@ -5,14 +5,21 @@ same code runs under HIPS autograd (which forbids in-place writes), torch, Tenso
 (where the whole step is compiled with ``tf.function``) and MXNet.
 """
 
+import contextlib
 import math
 import time
 
 import numpy as np
 
-from . import ops
-from .errors import DataError, TrainingError
+from . import checks, ops
+from .backends import backend_name
+from .errors import ArgumentError, DataError, TrainingError
 from .progress import Animator, progress_bar
+
+#: A run has diverged when an epoch's training perplexity is above this many times the vocabulary
+#: size: an untrained model guesses about uniformly (perplexity V), so the run has gone far above
+#: where it started. A slowly learning run (a tiny learning rate) stays near V and is not flagged.
+DIVERGENCE_FACTOR = 2
 
 
 class Timer:
@@ -60,8 +67,10 @@ def grad_clipping(grads, theta):
     so it also runs inside a compiled (graph-mode) step.
     """
     if hasattr(grads, "params"):
-        raise TypeError("grad_clipping takes the list of gradients (updates here are functional), "
-                        "not the network: grads = grad_clipping(grads, theta)")
+        raise ArgumentError("grad_clipping takes the list of gradients (updates here are functional), "
+                            "not the network: grads = grad_clipping(grads, theta)")
+    if not ops.is_tensor(theta):
+        checks.positive_number("theta", theta, " (the largest gradient norm, e.g. 1)")
     norm = ops.sqrt(sum(ops.sum(g * g) for g in grads))
     scale = theta / ops.maximum(norm, theta)
     return [g * scale for g in grads]
@@ -92,6 +101,9 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss):
 
     Forward pass, gradients, clipping to global norm ``clip`` (None: no clipping), SGD.
     """
+    lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
+    if clip is not None:
+        clip = checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
     value_and_grad = ops.value_and_grad(_objective(net, loss), has_aux=True)
 
     def step(params, X, Y, state):
@@ -113,6 +125,78 @@ def perplexity(mean_loss):
     return math.exp(mean_loss) if mean_loss < 700 else math.inf
 
 
+def format_perplexity(ppl, decimals=2):
+    """``5.21``; a huge value compactly (``3.1e+84`` rather than 85 digits); ``inf`` and ``nan`` as is."""
+    if not math.isfinite(ppl) or abs(ppl) >= 1e6:
+        return f"{ppl:.3g}"
+    return f"{ppl:.{decimals}f}"
+
+
+@contextlib.contextmanager
+def quiet_numerics():
+    """Silence NumPy's overflow/invalid warnings: a diverging run is reported by the checks below
+    as one :class:`TrainingError` line, not by a page of RuntimeWarnings printed before it."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        yield
+
+
+_probes = {}
+
+
+def _finite_probe():
+    """A compiled ``(loss, params) -> [loss, probe]``: probe is 0 when every parameter is finite, NaN
+    otherwise (x * 0 is NaN exactly for inf and NaN), so one small transfer checks them all."""
+    name = backend_name()
+    if name not in _probes:
+        def probe(l, params):
+            return ops.stack([l, sum(ops.sum(p * 0.0) for p in params)])
+
+        _probes[name] = ops.compile(probe)
+    return _probes[name]
+
+
+class LastGood:
+    """What a run falls back to when it diverges.
+
+    ``params`` are the last parameters known to be finite with a finite loss (after a step, the
+    parameters that went into it); ``epoch_start`` those the current epoch started from.
+    """
+
+    def __init__(self, params):
+        self.params = self.epoch_start = params
+
+    def check_step(self, net, params, new_params, loss, probe, epoch, step):
+        """Accept a step (``net.params = new_params``) or keep the last good parameters and raise."""
+        if not math.isfinite(loss):
+            net.params = self.params
+            _diverged(f"loss became {loss} at epoch {epoch}, step {step}",
+                      "the last parameters whose loss was finite are kept", epoch, step)
+        if not math.isfinite(probe):
+            net.params = params  # their loss was finite; their update was not
+            _diverged(f"the update at epoch {epoch}, step {step} made parameters NaN or inf "
+                      f"(loss {loss:.3g})",
+                      "the parameters before that update are kept", epoch, step)
+        self.params = params
+        net.params = new_params
+
+    def check_epoch(self, net, ppl, epoch):
+        """Raise if the epoch's training perplexity blew up (see :data:`DIVERGENCE_FACTOR`), keeping the
+        parameters the epoch started from; else remember the current ones as the next epoch's start."""
+        V = net.vocab_size
+        if not ppl <= DIVERGENCE_FACTOR * V:
+            net.params = self.params = self.epoch_start
+            kept = f"the end of epoch {epoch - 1}" if epoch > 1 else "before training"
+            _diverged(f"training perplexity {format_perplexity(ppl)} in epoch {epoch} is above "
+                      f"{DIVERGENCE_FACTOR} x the vocabulary size {V} (a uniform guess scores {V})",
+                      f"the parameters from {kept} are kept", epoch)
+        self.epoch_start = net.params
+
+
+def _diverged(what, kept, epoch, step=None):
+    cause = f"{what}: the run diverged; lower the learning rate (--lr) or clip gradients harder (--clip)"
+    raise TrainingError(f"{cause}; {kept}", epoch, step, cause)
+
+
 def _state_for(net, X, state, device, reset=False):
     """The state minibatch X starts from: carried over, or fresh (first batch, reset, new batch size)."""
     batch_size = ops.shape(X)[0]
@@ -122,33 +206,35 @@ def _state_for(net, X, state, device, reset=False):
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, *,
-                    step=None, epoch=1, on_batch=None):
+                    step=None, epoch=1, on_batch=None, last_good=None):
     """Train ``net`` for one epoch; return (perplexity, tokens per second).
 
     The state is re-initialised for every minibatch with random sampling, and carried over
     (detached from the previous minibatch's graph) with sequential partitioning. ``updater``
     is a learning rate (SGD with clipping at 1) unless a compiled ``step`` is given.
-    If the loss becomes NaN or inf, training stops with a :class:`TrainingError` and
-    ``net.params`` keeps the last parameters whose loss was finite.
+    If the loss or an updated parameter becomes NaN or inf, training stops with a
+    :class:`TrainingError` naming the epoch and step, and ``net.params`` keeps the last
+    parameters that were finite and had a finite loss (``last_good``, a :class:`LastGood`,
+    carries them across epochs).
     """
     if step is None:
-        step = make_train_step(net, 1.0 if updater is None else float(updater), 1.0,
-                               loss or lm_loss)
+        lr = 1.0 if updater is None else updater
+        step = make_train_step(net, lr, 1.0, loss or lm_loss)
+    last_good = last_good or LastGood(net.params)
+    probe = _finite_probe()
     state, timer = None, Timer()
     metric = Accumulator(2)  # sum of losses * tokens, tokens
-    for i, (X, Y) in enumerate(train_iter, 1):
-        state = _state_for(net, X, state, device, reset=use_random_iter)
-        l, new_params, state = step(net.params, X, Y, state)
-        l = float(ops.to_numpy(l))
-        if not math.isfinite(l):
-            raise TrainingError(
-                f"loss became {l} at epoch {epoch}, step {i}: lower the learning rate or clip "
-                f"gradients harder (e.g. --clip 1); the parameters from the step before are kept")
-        net.params = new_params
-        n = ops.size(Y)
-        metric.add(l * n, n)
-        if on_batch is not None:
-            on_batch(n)
+    with quiet_numerics():
+        for i, (X, Y) in enumerate(train_iter, 1):
+            state = _state_for(net, X, state, device, reset=use_random_iter)
+            params = net.params
+            l, new_params, state = step(params, X, Y, state)
+            l, finite = (float(v) for v in ops.to_numpy(probe(l, new_params)))
+            last_good.check_step(net, params, new_params, l, finite, epoch, i)
+            n = ops.size(Y)
+            metric.add(l * n, n)
+            if on_batch is not None:
+                on_batch(n)
     if metric[1] == 0:
         raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
                         "number of steps, or a longer corpus")
@@ -159,11 +245,12 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
     """exp(mean cross-entropy) of ``net`` on ``data_iter``, carrying the state across minibatches."""
     step = step or make_eval_step(net)
     state, metric = None, Accumulator(2)
-    for X, Y in data_iter:
-        state = _state_for(net, X, state, device)
-        l, state = step(net.params, X, Y, state)
-        n = ops.size(Y)
-        metric.add(float(ops.to_numpy(l)) * n, n)
+    with quiet_numerics():
+        for X, Y in data_iter:
+            state = _state_for(net, X, state, device)
+            l, state = step(net.params, X, Y, state)
+            n = ops.size(Y)
+            metric.add(float(ops.to_numpy(l)) * n, n)
     if metric[1] == 0:
         raise DataError("the evaluation iterator produced no minibatch: hold out more text")
     return perplexity(metric[0] / metric[1])
@@ -177,10 +264,16 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
     the vocabulary map to ``<unk>`` when read; ``<unk>`` itself is never generated (it stands for
     no character). Returns the prefix followed by the generated text.
     """
-    if not prefix:
-        raise DataError("predict_ch8 needs a non-empty prefix to warm up the state")
-    if num_preds < 0:
-        raise DataError(f"num_preds must be >= 0, got {num_preds}")
+    if not isinstance(prefix, str) or not prefix:
+        raise ArgumentError(f"predict_ch8 needs a non-empty prefix string to warm up the state, "
+                            f"got {prefix!r}")
+    num_preds = checks.integer("num_preds", num_preds, 0)
+    temperature = checks.number("temperature", temperature, 0, hint=" (0: greedy; e.g. 0.8 to sample)")
+    if seed is not None:
+        seed = checks.seed(seed)
+    if len(vocab) != net.vocab_size:
+        raise ArgumentError(f"the vocabulary has {len(vocab)} tokens but the model {net.vocab_size}: "
+                            "pass the vocabulary the model was trained with")
     ids = [vocab[t] for t in prefix]  # character tokens
     state = net.begin_state(1, device)
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
@@ -192,7 +285,7 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
         Y, state = net(ops.tensor([[last]], device=device), state)
         logits = ops.to_numpy(Y).reshape(-1).astype(np.float64)
         logits[unk] = -np.inf
-        if temperature and temperature > 0:
+        if temperature > 0:
             p = np.exp((logits - logits.max()) / temperature)  # exp(-inf) = 0 for <unk>
             last = int(rng.choice(len(p), p=p / p.sum()))
         else:
@@ -201,48 +294,83 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
     return prefix + "".join(vocab.to_tokens(generated))
 
 
+HISTORY_KEYS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
+
+
+def _check_history(history, num_epochs):
+    """A copy of a history to continue (``train_ch8(..., history=h)``), checked."""
+    if history is None:
+        return {key: [] for key in HISTORY_KEYS}
+    if not isinstance(history, dict) or any(not isinstance(history.get(k), list) for k in HISTORY_KEYS):
+        raise ArgumentError(f"history must be the dict train_ch8 returned (lists {', '.join(HISTORY_KEYS)}), "
+                            f"got {type(history).__name__}")
+    done = len(history["epoch"])
+    if done >= num_epochs:
+        raise ArgumentError(f"the history already holds {done} epochs and num_epochs is {num_epochs}: "
+                            f"pass num_epochs > {done} to train further")
+    return {key: list(history[key]) for key in HISTORY_KEYS}
+
+
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
               clip=1.0, val_iter=None, progress=True, plot=None, prefixes=("time traveller", "traveller"),
-              verbose=True):
+              verbose=True, history=None, on_epoch=None):
     """Train a language model (the book's ``train_ch8``) and return its history.
 
     Each epoch reports training perplexity, tokens/s and (with ``val_iter``) validation
-    perplexity. ``progress`` shows a progress bar (tqdm; a widget in notebooks); ``plot``
+    perplexity. ``progress`` shows a progress bar (tqdm; a line in notebooks); ``plot``
     draws the perplexity curves live (default: on in notebooks). Returns a dict of lists:
     ``epoch``, ``train_ppl``, ``val_ppl`` (if evaluated), ``tokens_per_sec``, ``seconds``.
+
+    ``history`` continues an earlier run from the epoch after its last (``net`` holding that
+    run's parameters); ``on_epoch(epoch, net, history)`` is called after every epoch, e.g. to
+    save a checkpoint. Training stops with a :class:`TrainingError` when it diverges: a loss or
+    parameter becomes NaN or inf (the last finite parameters with a finite loss are kept), or
+    an epoch's training perplexity is above ``DIVERGENCE_FACTOR`` times the vocabulary size
+    (the parameters the epoch started from are kept).
     """
-    if lr <= 0 or num_epochs < 1:
-        raise DataError(f"need lr > 0 and num_epochs >= 1, got lr={lr}, num_epochs={num_epochs}")
+    lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
+    num_epochs = checks.positive_int("num_epochs", num_epochs)
+    history = _check_history(history, num_epochs)
     step = make_train_step(net, lr, clip)
     eval_step = make_eval_step(net) if val_iter is not None else None
-    history = {"epoch": [], "train_ppl": [], "val_ppl": [], "tokens_per_sec": [], "seconds": []}
+    first = len(history["epoch"]) + 1
     legend = ["train"] + (["validation"] if val_iter is not None else [])
     animator = Animator(xlabel="epoch", ylabel="perplexity", legend=legend, xlim=[1, max(num_epochs, 2)],
                         enabled=plot)
-    total = num_epochs * len(train_iter) if hasattr(train_iter, "__len__") else None
-    start = time.perf_counter()
-    with progress_bar(total=total, unit="batch", disable=not progress, desc="train") as bar:
-        for epoch in range(1, num_epochs + 1):
-            ppl, speed = train_epoch_ch8(net, train_iter, None, None, device, use_random_iter,
-                                         step=step, epoch=epoch, on_batch=lambda n: bar.update(1))
-            history["epoch"].append(epoch)
-            history["train_ppl"].append(ppl)
-            history["tokens_per_sec"].append(speed)
-            info = {"ppl": f"{ppl:.2f}", "tok/s": f"{speed:,.0f}"}
-            points = [ppl]
-            if val_iter is not None:
-                val_ppl = evaluate_perplexity(net, val_iter, device, eval_step)
-                history["val_ppl"].append(val_ppl)
-                info["val_ppl"] = f"{val_ppl:.2f}"
-                points.append(val_ppl)
-            history["seconds"].append(time.perf_counter() - start)
-            bar.set_postfix(info, refresh=False)
-            animator.add(epoch, points)
-    animator.close()
+    for i, epoch in enumerate(history["epoch"]):
+        animator.add(epoch, [history["train_ppl"][i]] + history["val_ppl"][i:i + 1])
+    batches = len(train_iter) if hasattr(train_iter, "__len__") else None
+    total = (num_epochs - first + 1) * batches if batches is not None else None
+    start = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
+    last_good = LastGood(net.params)
+    try:
+        with progress_bar(total=total, unit="batch", disable=not progress, desc="train") as bar:
+            for epoch in range(first, num_epochs + 1):
+                ppl, speed = train_epoch_ch8(net, train_iter, None, None, device, use_random_iter,
+                                             step=step, epoch=epoch, on_batch=lambda n: bar.update(1),
+                                             last_good=last_good)
+                last_good.check_epoch(net, ppl, epoch)
+                history["epoch"].append(epoch)
+                history["train_ppl"].append(ppl)
+                history["tokens_per_sec"].append(speed)
+                info = {"ppl": format_perplexity(ppl), "tok/s": f"{speed:,.0f}"}
+                points = [ppl]
+                if val_iter is not None:
+                    val_ppl = evaluate_perplexity(net, val_iter, device, eval_step)
+                    history["val_ppl"].append(val_ppl)
+                    info["val_ppl"] = format_perplexity(val_ppl)
+                    points.append(val_ppl)
+                history["seconds"].append(time.perf_counter() - start)
+                bar.set_postfix(info, refresh=False)
+                animator.add(epoch, points)
+                if on_epoch is not None:
+                    on_epoch(epoch, net, history)
+    finally:
+        animator.close()
     if verbose:
-        line = f"perplexity {history['train_ppl'][-1]:.1f}"
+        line = f"perplexity {format_perplexity(history['train_ppl'][-1], 1)}"
         if history["val_ppl"]:
-            line += f", validation perplexity {history['val_ppl'][-1]:.1f}"
+            line += f", validation perplexity {format_perplexity(history['val_ppl'][-1], 1)}"
         print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
         for prefix in prefixes:
             print(predict_ch8(prefix, 50, net, vocab, device))

@@ -23,6 +23,7 @@ import pkgutil
 
 from ..errors import BackendError
 from . import _common
+from ._common import generator_state, set_generator_state  # noqa: F401 - part of this package's API
 
 #: Every function a backend must define, with one signature across backends.
 SHIM_FUNCTIONS = (

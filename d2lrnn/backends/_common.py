@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from .. import checks
 from ..errors import BackendError
 
 _rng = np.random.default_rng(0)
@@ -22,9 +23,19 @@ def generator():
 
 
 def seed(value):
-    """Reset the shared generator."""
+    """Reset the shared generator (``value``: a whole number >= 0)."""
     global _rng
-    _rng = np.random.default_rng(int(value))
+    _rng = np.random.default_rng(checks.seed(value))
+
+
+def generator_state():
+    """The shared generator's state as plain data (JSON-friendly), e.g. for resuming a run."""
+    return _rng.bit_generator.state
+
+
+def set_generator_state(state):
+    """Put the shared generator back into a state saved with :func:`generator_state`."""
+    _rng.bit_generator.state = state
 
 
 @contextlib.contextmanager

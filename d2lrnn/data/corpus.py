@@ -9,6 +9,7 @@ a token.
 
 import collections
 import functools
+import os
 import pathlib
 import re
 
@@ -41,6 +42,9 @@ def corpus_path(name_or_path):
     """The file behind a bundled corpus name (see :data:`CORPORA`) or a path to a UTF-8 text file."""
     if isinstance(name_or_path, str) and name_or_path in _FILES:
         return DATA_DIR / _FILES[name_or_path]
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise DataError(f"corpus must be one of {', '.join(CORPORA)} or the path of a UTF-8 text file, "
+                        f"got {name_or_path!r}")
     path = pathlib.Path(name_or_path).expanduser()
     if path.is_file():
         return path
@@ -145,6 +149,13 @@ def _word_indices(lines):
     return np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words)), vocab
 
 
+def _check_max_tokens(max_tokens):
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or (
+            max_tokens == 0 or max_tokens < -1):
+        raise DataError(f"max_tokens is {max_tokens!r}: use -1 (the whole corpus) or a positive number of "
+                        "tokens (--max-tokens)")
+
+
 def load_corpus(corpus="timemachine", token="char", max_tokens=-1):
     """Token indices of a whole corpus (int64 array) and its vocabulary.
 
@@ -153,6 +164,7 @@ def load_corpus(corpus="timemachine", token="char", max_tokens=-1):
     then keeps only the first ``max_tokens`` indices.
     """
     _check_token(token)
+    _check_max_tokens(max_tokens)
     lines, cjk = _lines_and_script(corpus)
     if token == "word" and cjk:
         raise DataError(f"corpus {str(corpus)!r} is Chinese/Japanese/Korean text, which has no spaces "

@@ -16,7 +16,7 @@ Two differences from the book, both so that an epoch always has the same length:
 
 import numpy as np
 
-from .. import ops
+from .. import checks, ops
 from ..backends import _common
 from ..errors import DataError
 from .corpus import load_corpus, train_val_split
@@ -131,7 +131,16 @@ class SeqDataLoader:
         _check_batching(len(self.corpus), batch_size, num_steps, name)
         self.vocab, self.batch_size, self.num_steps = vocab, int(batch_size), int(num_steps)
         self.use_random_iter, self.random_offset, self.name = bool(use_random_iter), random_offset, name
-        self._rng = None if seed is None else np.random.default_rng(seed)
+        self._rng = None if seed is None else np.random.default_rng(checks.seed(seed))
+
+    def rng_state(self):
+        """The state of the loader's own generator (None if it uses the shared one), as plain data."""
+        return None if self._rng is None else self._rng.bit_generator.state
+
+    def set_rng_state(self, state):
+        """Restore a state from :meth:`rng_state`, so the next epochs are served as they would have been."""
+        if self._rng is not None and state is not None:
+            self._rng.bit_generator.state = state
 
     @property
     def num_tokens(self):

@@ -5,7 +5,7 @@ import itertools
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import ArgumentError, DataError
 
 UNK = "<unk>"
 
@@ -70,7 +70,11 @@ class Vocab:
             indices = indices.tolist()
         if isinstance(indices, (list, tuple)):
             return [self.to_tokens(index) for index in indices]
-        return self.idx_to_token[int(indices)]
+        if isinstance(indices, (bool, np.bool_)) or not isinstance(indices, (int, np.integer)):
+            raise ArgumentError(f"a token index must be a whole number, got {indices!r}")
+        if not 0 <= indices < len(self.idx_to_token):
+            raise ArgumentError(f"token index {indices} is outside the vocabulary (0 to {len(self) - 1})")
+        return self.idx_to_token[indices]
 
     @property
     def unk(self):

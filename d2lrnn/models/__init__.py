@@ -7,19 +7,20 @@ Every model has ``params`` (a list of tensors), ``forward(params, X, state)``,
 what checkpoints store, so a model trained on one backend loads on any other.
 """
 
-from ..errors import DataError
+from .. import checks
+from ..errors import ArgumentError
 from .rnn_scratch import RNNModelScratch
 
 
 def make_model(kind, vocab_size, num_hiddens, device=None):
     """A fresh model of ``kind`` ('scratch' or 'concise'; also their ``net.kind`` names)."""
     kind = {"rnn_scratch": "scratch", "rnn_concise": "concise"}.get(kind, kind)
-    if vocab_size < 1 or num_hiddens < 1:
-        raise DataError(f"vocab_size and num_hiddens must be >= 1, got {vocab_size} and {num_hiddens}")
+    vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+    num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
     if kind == "scratch":
         return RNNModelScratch(vocab_size, num_hiddens, device)
     if kind == "concise":
         from .rnn_concise import RNNModel, rnn_layer
 
         return RNNModel(rnn_layer(vocab_size, num_hiddens), vocab_size, device)
-    raise DataError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")
+    raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")

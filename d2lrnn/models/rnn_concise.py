@@ -6,7 +6,7 @@
 training, prediction and checkpoint code serves both.
 """
 
-from .. import ops
+from .. import checks, ops
 from .rnn_scratch import get_params
 
 
@@ -28,6 +28,7 @@ class RNNModel:
     kind = "rnn_concise"
 
     def __init__(self, rnn_layer, vocab_size, device=None):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         if not hasattr(rnn_layer, "from_scratch"):  # a framework layer the reader built
             rnn_layer = ops.rnn_layer(vocab_size, None, native=rnn_layer)
         self.rnn, self.vocab_size, self.device = rnn_layer, vocab_size, device

@@ -12,7 +12,7 @@ the bias is added to the vocab-sized ``W_xh`` once before gathering, and the out
 runs once on all time steps instead of once per step.
 """
 
-from .. import ops
+from .. import checks, ops
 from .bptt import rnn_tanh_scan
 
 
@@ -93,6 +93,8 @@ class RNNModelScratch:
 
     def __init__(self, vocab_size, num_hiddens, device=None, get_params=get_params,
                  init_state=init_rnn_state, forward_fn=rnn):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
         self.vocab_size, self.num_hiddens, self.device = vocab_size, num_hiddens, device
         self.params = get_params(vocab_size, num_hiddens, device)
         self.init_state, self.forward_fn = init_state, forward_fn

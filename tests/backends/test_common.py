@@ -1,11 +1,16 @@
 """Process-wide settings every backend shares (d2lrnn/backends/_common.py)."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+
+import d2lrnn
+import d2lrnn as d2l
 
 FAULTS = textwrap.dedent("""
     import resource
@@ -39,3 +44,17 @@ def test_freed_memory_is_reused_without_page_faults():
     # OS after each step, and the next step faults every page in again.
     assert default > 10 * 1000
     assert tuned < 100
+
+
+@pytest.mark.parametrize("seed", [-1, 2.5, "0", None])
+def test_manual_seed_refuses_what_numpy_cannot_seed_in_one_line(seed):
+    with pytest.raises(d2l.ArgumentError, match="seed must be"):
+        d2l.manual_seed(seed)
+
+
+def test_the_shared_generator_state_round_trips_as_plain_data():
+    d2l.manual_seed(5)
+    state = json.loads(json.dumps(d2lrnn.backends.generator_state()))
+    first = d2l.to_numpy(d2l.normal(0, 1, (4,)))
+    d2lrnn.backends.set_generator_state(state)
+    np.testing.assert_array_equal(d2l.to_numpy(d2l.normal(0, 1, (4,))), first)

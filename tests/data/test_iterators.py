@@ -205,3 +205,31 @@ def test_bad_batch_settings(batch_size, num_steps, what):
         with pytest.raises(d2l.DataError) as err:
             make()
         assert str(err.value).startswith(what) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("max_tokens", [0, -5, 2.5, True])
+def test_max_tokens_other_than_minus_one_or_positive_is_refused(max_tokens):
+    # 0 and -5 used to mean the whole corpus, silently
+    with pytest.raises(d2l.DataError, match=f"max_tokens is {max_tokens!r}: use -1 \\(the whole corpus\\)"):
+        d2l.load_data_time_machine(2, 5, max_tokens=max_tokens)
+
+
+@pytest.mark.parametrize("corpus", [None, 3, "", " "])
+def test_a_corpus_that_is_not_a_name_or_path_is_refused(corpus):
+    with pytest.raises(d2l.DataError, match=f"corpus must be one of timemachine.*got {corpus!r}"):
+        d2l.load_data_lm(corpus=corpus)
+
+
+def test_a_negative_loader_seed_is_refused():
+    with pytest.raises(d2l.ArgumentError, match="seed must be at least 0, got -1"):
+        d2l.load_data_lm(max_tokens=2000, seed=-1)
+
+
+def test_the_loader_generator_state_resumes_the_epoch_order():
+    loader = d2l.SeqDataLoader.from_tokens(np.arange(400), None, 4, 5, True, seed=1)
+    next(iter(loader))
+    state = loader.rng_state()
+    expected = [d2l.to_numpy(X).tolist() for X, _ in loader]
+    other = d2l.SeqDataLoader.from_tokens(np.arange(400), None, 4, 5, True, seed=1)
+    other.set_rng_state(state)
+    assert [d2l.to_numpy(X).tolist() for X, _ in other] == expected

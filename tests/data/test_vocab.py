@@ -91,3 +91,16 @@ def test_from_tokens_list_rebuilds_time_machine_vocab():
 def test_from_tokens_list_bad_lists(tokens, what):
     with pytest.raises(d2l.DataError, match=what):
         d2l.Vocab.from_tokens_list(tokens)
+
+
+@pytest.mark.parametrize("index, message", [
+    (-1, "token index -1 is outside the vocabulary \\(0 to 3\\)"),  # used to return the last token
+    (4, "token index 4 is outside the vocabulary"),
+    (1.0, "a token index must be a whole number, got 1.0"),
+    (True, "a token index must be a whole number, got True"),
+])
+def test_to_tokens_refuses_indices_outside_the_vocabulary(index, message):
+    vocab = d2l.Vocab(list("abc"))
+    assert vocab.to_tokens([0, 3]) == ["<unk>", "c"]
+    with pytest.raises(d2l.ArgumentError, match=message):
+        vocab.to_tokens(index)

@@ -91,3 +91,15 @@ def test_rnn_forward_and_bptt_match_numpy():
     inputs = _random_params(V, h) + [r.integers(0, V, (T, B)).astype(np.int64),
                                      r.standard_normal((B, h)).astype(np.float32)]
     assert_parity(_loss_of(rnn, lambda X: X), inputs, grad=True, atol=1e-5)
+
+
+@pytest.mark.parametrize("vocab_size, num_hiddens, message", [
+    (28, 0, "num_hiddens must be at least 1, got 0"),
+    (0, 8, "vocab_size must be at least 1, got 0"),
+    (28, 2.5, "num_hiddens must be a whole number, got 2.5"),
+])
+def test_sizes_that_make_no_model_are_refused(vocab_size, num_hiddens, message):
+    with pytest.raises(d2l.ArgumentError, match=message):
+        d2l.RNNModelScratch(vocab_size, num_hiddens)
+    with pytest.raises(d2l.ArgumentError, match=message):
+        d2l.make_model("concise", vocab_size, num_hiddens)

@@ -1,0 +1,56 @@
+"""Argument checks for the public functions: one-line :class:`ArgumentError` instead of a silent
+misbehaviour or a framework's traceback from deep inside.
+
+Each check returns the value (converted where that is harmless, e.g. a NumPy integer to ``int``)
+so a caller can write ``lr = checks.positive_number("lr", lr)``.
+"""
+
+import math
+import numbers
+
+from .errors import ArgumentError
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def integer(name, value, minimum=None, hint=""):
+    """``value`` as an ``int``, at least ``minimum``."""
+    if not _is_int(value):
+        raise ArgumentError(f"{name} must be a whole number, got {value!r}{hint}")
+    if minimum is not None and value < minimum:
+        raise ArgumentError(f"{name} must be at least {minimum}, got {value}{hint}")
+    return int(value)
+
+
+def positive_int(name, value, hint=""):
+    """An integer >= 1."""
+    return integer(name, value, 1, hint)
+
+
+def number(name, value, minimum=None, strict=False, hint=""):
+    """A finite real number, above ``minimum`` (``strict``) or at least ``minimum``."""
+    if not _is_number(value):
+        raise ArgumentError(f"{name} must be a number, got {value!r}{hint}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ArgumentError(f"{name} must be a finite number, got {value}{hint}")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        bound = f"above {minimum:g}" if strict else f"at least {minimum:g}"
+        raise ArgumentError(f"{name} must be {bound}, got {value:g}{hint}")
+    return value
+
+
+def positive_number(name, value, hint=""):
+    """A finite number > 0."""
+    return number(name, value, 0, strict=True, hint=hint)
+
+
+def seed(value):
+    """A random seed: a whole number >= 0 (what NumPy's generators accept)."""
+    return integer("seed", value, 0, " (use e.g. 0)")
