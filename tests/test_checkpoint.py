@@ -232,3 +232,72 @@ def test_loading_does_not_consume_the_seeded_generator(tmp_path):
     after_load = d2l.to_numpy(d2l.normal(0, 1, (3,)))
     d2l.manual_seed(11)
     np.testing.assert_array_equal(after_load, d2l.to_numpy(d2l.normal(0, 1, (3,))))
+
+
+def _rewrite_array(path, name, value):
+    with np.load(path) as data:
+        arrays = {key: data[key] for key in data.files}
+    arrays[name] = value
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("W_hh", lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3, np.nan, a).astype(np.float32),
+     r"holds 1 NaN or infinite values in W_hh: .*use the run's best checkpoint"),
+    ("b_q", lambda a: np.full_like(a, np.inf), r"holds 28 NaN or infinite values in b_q"),
+    ("W_xh", lambda a: a.astype(np.float64), "W_xh holds float64 values, not float32"),
+    ("W_hq", lambda a: np.zeros(a.shape, np.int64), "W_hq holds int64 values, not float32"),
+    ("b_h", lambda a: np.array(["a"] * a.size), "b_h holds <U1 values, not float32"),
+])
+def test_weights_that_are_not_finite_float32_are_refused_in_one_line(name, change, message, tmp_path):
+    net, vocab = _small()
+    path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab)
+    with np.load(path) as data:
+        original = data[name]
+    _rewrite_array(path, name, change(original))
+    with pytest.raises(d2l.CheckpointError, match=message) as err:
+        d2l.load_checkpoint(path)
+    _assert_one_line_naming(err, path)
+
+
+@pytest.mark.parametrize("key, value, what", [
+    ("hparams", ["lr", 1], "its 'hparams' is list, not a mapping of settings"),
+    ("hparams", "lr=1", "its 'hparams' is str, not a mapping of settings"),
+    ("history", [1, 2], "its 'history' is list, not a mapping of lists"),
+    ("vocab", None, "its 'vocab' is NoneType, not a mapping"),
+    ("vocab_size", "28", "its 'vocab_size' is str, not a whole number"),
+    ("num_hiddens", True, "its 'num_hiddens' is bool, not a whole number"),
+    ("kind", 3, "its 'kind' is int, not a model name"),
+    ("resume", [], "its 'resume' is list, not a mapping"),
+    ("vocab_size", 0, "vocab_size is 0"),
+    ("vocab", {"idx_to_token": ["a", "b"]}, "bad vocabulary"),
+    ("vocab", {"idx_to_token": ["<unk>", "a"]}, "its vocabulary has 2 tokens but the model 28"),
+])
+def test_settings_that_are_not_what_a_checkpoint_holds_are_refused(key, value, what, tmp_path):
+    net, vocab = _small()
+    path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab)
+    _rewrite_meta(path, lambda m: m.update({key: value}))
+    with pytest.raises(d2l.CheckpointError, match=f"is corrupt.*{what}") as err:
+        d2l.load_checkpoint(path)
+    _assert_one_line_naming(err, path)
+    with pytest.raises(d2l.CheckpointError, match=f"is corrupt.*{what}"):
+        d2l.checkpoint_info(path)
+
+
+@pytest.mark.parametrize("path", [None, 3, ""])
+def test_a_path_that_is_not_a_file_name_is_refused(path):
+    with pytest.raises(d2l.CheckpointError, match=f"must be a file name such as 'model.npz', got {path!r}"):
+        d2l.load_checkpoint(path)
+
+
+def test_a_device_file_is_not_a_checkpoint():
+    with pytest.raises(d2l.CheckpointError, match="/dev/zero is not a regular file"):
+        d2l.load_checkpoint("/dev/zero")
+
+
+def test_resume_state_round_trips_as_plain_data(tmp_path):
+    net, vocab = _small()
+    resume = {"epoch": 3, "generator": d2l.backends.generator_state(), "loader_generator": None}
+    path = tmp_path / "last.npz"
+    checkpoint.atomic_write(path, checkpoint.checkpoint_writer(net, vocab, {"lr": 1}, {"epoch": [1]}, resume))
+    assert d2l.load_checkpoint(path)[2]["resume"] == resume

@@ -1,12 +1,14 @@
 """The ``d2lrnn`` command: a tiny training run end to end, generation, and one-line argument errors."""
 
 import csv
+import math
 import os
 import pathlib
 import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 import d2lrnn as d2l
@@ -152,8 +154,30 @@ BAD_ARGUMENTS = [
     (["generate", "--checkpoint", "{tmp}/torn.npz", "--temperature", "-1"], "argument --temperature"),
     (["generate", "--checkpoint", "{tmp}/torn.npz", "--backend", "{missing}"], "needs the package"),
     (["generate"], "the following arguments are required: --checkpoint"),
+    (["train", "--seed", "-1"], "argument --seed: must be 0 or more, got -1"),
+    (["generate", "--checkpoint", "{tmp}/torn.npz", "--seed", "-1"], "argument --seed: must be 0 or more"),
+    (["train", "--out", ""], "argument --out: is empty: give a folder name"),
+    (["train", "--resume", " "], "argument --resume: is empty: give a folder name"),
+    (["train", "--resume", "{tmp}/nowhere"], "--resume {tmp}/nowhere: no such run folder"),
+    (["train", "--resume", "{tmp}"], "holds no state to resume from (no last.npz)"),
+    (["train", "--resume", "{tmp}", "--out", "{tmp}"], "argument --out: not allowed with argument --resume"),
+    (["train", "--resume", "{tmp}", "--overwrite"], "--resume continues a run and --overwrite replaces one"),
+    (["train", "--corpus", "a\nb.txt"], "corpus file 'a\\nb.txt' does not exist"),
+    (["train", "--nosuch\nflag"], "unrecognized arguments: --nosuch\\nflag"),
+    (["generate", "--checkpoint", "/dev/zero"], "/dev/zero is not a regular file"),
+    (["generate", "--checkpoint", "{tmp}/nan.npz"], "holds 1 NaN or infinite values in W_hh"),
+    (["generate", "--checkpoint", "{tmp}/nan.npz", "--prefix", ""], "--prefix is empty: give some text"),
     ([], "the following arguments are required: COMMAND"),
 ]
+
+
+def _nan_checkpoint(path):
+    vocab = d2l.Vocab(list("abc"))
+    d2l.save_checkpoint(path, d2l.RNNModelScratch(len(vocab), 4), vocab)
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["W_hh"][1, 2] = np.nan
+    np.savez(path, **arrays)
 
 
 @pytest.mark.parametrize("argv, message", BAD_ARGUMENTS)
@@ -162,6 +186,7 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(argv, message, tmp_p
     monkeypatch.chdir(tmp_path)  # where a default output folder would go
     (tmp_path / "a-file").write_text("not a folder, not a checkpoint")
     (tmp_path / "torn.npz").write_bytes(b"PK\x03\x04\x14\x00\x00\x00")
+    _nan_checkpoint(tmp_path / "nan.npz")
     fill = {"tmp": str(tmp_path), "missing": _missing_framework(monkeypatch)}
     assert cli.main([a.format(**fill) for a in argv]) == 2
     captured = capsys.readouterr()
@@ -171,14 +196,215 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(argv, message, tmp_p
     assert d2l.backend_name() == backend
 
 
-def test_divergence_exits_1_with_a_one_line_message(tmp_path, capsys):
-    with warnings.catch_warnings():  # the overflow itself may warn; the message is what we check
-        warnings.simplefilter("ignore")
-        code = cli.main(["train", *TINY, "--lr", "1e38", "--clip", "1e38", "--out", str(tmp_path)])
+def test_divergence_exits_1_with_one_line_and_no_warning_before_it(tmp_path, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning printed before the error line would fail here
+        code = cli.main(["train", *TINY, "--lr", "1e38", "--clip", "1e38", "--out", str(tmp_path / "run")])
     assert code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("d2lrnn: error: loss became") and "at epoch 1, step 2" in err
+    assert err.startswith("d2lrnn: error: loss became inf at epoch 1, step 2: the run diverged; lower the "
+                          "learning rate (--lr)")
+    assert err.endswith("; no epoch finished, so nothing was saved\n")
+    assert not (tmp_path / "run").exists()
+
+
+def _switch_to_a_huge_learning_rate_after(monkeypatch, num_steps):
+    """From step ``num_steps + 1`` on, train with lr 1e300, as a schedule gone wrong would: a real
+    overflow of the update, nothing injected."""
+    from d2lrnn import train
+
+    real = train.make_train_step
+
+    def make_train_step(net, lr, clip=1.0, loss=train.lm_loss):
+        steps = [real(net, lr, clip, loss), real(net, 1e300, clip, loss)]
+        calls = []
+
+        def step(*args):
+            calls.append(1)
+            return steps[len(calls) > num_steps](*args)
+
+        return step
+
+    monkeypatch.setattr(train, "make_train_step", make_train_step)
+
+
+def _epoch_batches():
+    return len(d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)[0])
+
+
+def test_a_diverged_run_exits_1_with_the_best_model_of_the_run_on_disk(tmp_path, monkeypatch, capsys):
+    _switch_to_a_huge_learning_rate_after(monkeypatch, 2 * _epoch_batches())  # epochs 1-2 train normally
+    out = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--epochs", "4", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    net, _, info = d2l.load_checkpoint(out / "model.npz")
+    best = min((v, e) for e, v in zip(info["history"]["epoch"], info["history"]["val_ppl"]))
+    loss = err.split("(loss ")[1].split(")")[0]
+    assert err == (f"d2lrnn: error: the update at epoch 3, step 1 made parameters NaN or inf (loss {loss}): "
+                   "the run diverged; lower the learning rate (--lr) or clip gradients harder (--clip); the best "
+                   f"model of this run (epoch {best[1]}, validation perplexity {best[0]:.2f}) is in "
+                   f"{out / 'model.npz'}\n")
+    assert info["history"]["epoch"][-1] == best[1]
+    assert all(np.isfinite(d2l.to_numpy(p)).all() for p in net.params)
+    assert d2l.checkpoint_info(out / "last.npz")["resume"]["epoch"] == 2
+    assert len((out / "metrics.csv").read_text().splitlines()) == 3  # a header and epochs 1-2
+
+
+def test_a_diverging_run_cannot_replace_a_good_model(tmp_path, capsys):
+    out = str(tmp_path / "D")
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", out]) == 0
+    before = {name: (tmp_path / "D" / name).read_bytes() for name in RUN_FILES[1:]}
+    capsys.readouterr()
+    assert cli.main(["train", *TINY, "--epochs", "1", "--lr", "1e6", "--out", out]) == 2
+    assert "holds another run's checkpoint (model.npz, last.npz): pass --overwrite" in capsys.readouterr().err
+    assert cli.main(["train", *TINY, "--epochs", "1", "--lr", "1e6", "--out", out, "--overwrite"]) == 1
+    assert capsys.readouterr().err.endswith("no epoch finished, so nothing was saved\n")
+    assert {name: (tmp_path / "D" / name).read_bytes() for name in RUN_FILES[1:]} == before
+
+
+def test_every_epoch_leaves_the_best_model_so_far_and_the_state_to_resume_from(tmp_path, monkeypatch):
+    seen = []
+    real_call = cli.EpochSaver.__call__
+
+    def call_and_look(self, epoch, net, history):
+        real_call(self, epoch, net, history)
+        best = min(range(epoch), key=lambda i: (history["val_ppl"][i], i))
+        seen.append((epoch, best + 1, d2l.checkpoint_info(tmp_path / "model.npz")["history"]["epoch"][-1],
+                     d2l.checkpoint_info(tmp_path / "last.npz")["resume"]["epoch"],
+                     len((tmp_path / "metrics.csv").read_text().splitlines()) - 1))
+
+    monkeypatch.setattr(cli.EpochSaver, "__call__", call_and_look)
+    assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 0
+    assert [s[0] for s in seen] == [1, 2, 3]
+    for epoch, best, in_model, in_last, rows in seen:
+        assert (in_model, in_last, rows) == (best, epoch, epoch)
+
+
+def _interrupt_at(monkeypatch, epoch, step):
+    """Ctrl-C in the middle of a run: at ``step`` of ``epoch``."""
+    from d2lrnn import train
+
+    real = train.train_epoch_ch8
+
+    def train_epoch(*args, **kwargs):
+        if kwargs["epoch"] == epoch:
+            def on_batch(n, count=[0]):  # noqa: B006 - a counter local to this epoch
+                count[0] += 1
+                if count[0] == step:
+                    raise KeyboardInterrupt
+            kwargs["on_batch"] = on_batch
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train, "train_epoch_ch8", train_epoch)
+
+
+def _arrays(path):
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files if name != "meta"}
+
+
+def test_an_interrupted_run_resumes_to_the_result_of_a_run_never_interrupted(tmp_path, monkeypatch, capsys):
+    args = ["train", *TINY, "--epochs", "4", "--sampling", "random", "--seed", "3"]
+    assert cli.main([*args, "--out", str(tmp_path / "whole")]) == 0
+    with monkeypatch.context() as m:
+        _interrupt_at(m, epoch=3, step=5)
+        assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 130
+    cut = tmp_path / "cut"
+    assert capsys.readouterr().err == (f"\nd2lrnn: interrupted; epochs 1-2 are saved in {cut}: continue "
+                                       f"with: d2lrnn train --resume {cut}\n")
+    assert cli.main(["train", "--resume", str(cut), "--no-progress"]) == 0
+    assert "resuming after epoch 2 of 4" in capsys.readouterr().out
+    for name in ("model.npz", "last.npz"):
+        whole, resumed = _arrays(tmp_path / "whole" / name), _arrays(cut / name)
+        for key in whole:  # bit for bit
+            np.testing.assert_array_equal(resumed[key], whole[key], err_msg=f"{name} {key}")
+        h1, h2 = (d2l.checkpoint_info(d / name)["history"] for d in (tmp_path / "whole", cut))
+        assert (h1["epoch"], h1["train_ppl"], h1["val_ppl"]) == (h2["epoch"], h2["train_ppl"], h2["val_ppl"])
+
+
+def test_resume_keeps_the_run_settings_and_can_add_epochs(tmp_path, capsys):
+    run = str(tmp_path / "run")
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", run]) == 0
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", run, "--hidden", "32"]) == 2
+    assert capsys.readouterr().err == ("d2lrnn: error: --resume continues the run with its own settings: "
+                                       "drop --hidden (the run used 16)\n")
+    assert cli.main(["train", "--resume", run]) == 2
+    assert "has already finished 1 of 1 epochs: pass --epochs N with N > 1" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", run, "--epochs", "2", "--hidden", "16", "--no-progress"]) == 0
+    info = d2l.checkpoint_info(tmp_path / "run" / "last.npz")
+    assert info["history"]["epoch"] == [1, 2] and info["hparams"]["epochs"] == 2
+    assert info["hparams"]["hidden"] == 16 and info["resume"]["epoch"] == 2
+
+
+def test_default_folders_are_fresh_per_run(tmp_path, monkeypatch, backend):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert cli.main(["train", *TINY, "--epochs", "1"]) == 0
+    assert sorted(os.listdir(tmp_path / "runs")) == [f"timemachine-{backend}-scratch-{n}" for n in (1, 2)]
+
+
+def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
+    from d2lrnn.runs import open_run_folder
+
+    with open_run_folder(tmp_path):
+        assert cli.main(["train", *TINY, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"d2lrnn: error: another d2lrnn run (pid {os.getpid()}) is writing to {tmp_path}")
+
+
+def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(tmp_path, monkeypatch, capsys):
+    real = cli.metrics_csv_writer
+
+    def metrics_csv_writer(history):
+        if len(history["epoch"]) < 2:
+            return real(history)
+
+        def disk_full(f):
+            f.write("epoch,")
+            raise OSError(28, "No space left on device")
+
+        return disk_full
+
+    monkeypatch.setattr(cli, "metrics_csv_writer", metrics_csv_writer)
+    assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"d2lrnn: error: cannot write metrics.csv in {tmp_path}: No space "
+                                       "left on device: free some space or fix the folder, or choose another "
+                                       "--out; the files written before are kept\n")
+    assert sorted(os.listdir(tmp_path)) == RUN_FILES  # no temporary file
+    epochs = [d2l.checkpoint_info(tmp_path / name)["history"]["epoch"] for name in ("model.npz", "last.npz")]
+    assert epochs == [[1], [1]] and len((tmp_path / "metrics.csv").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("how", ["folder in the way", "not writable"])
+def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, monkeypatch, capsys):
+    if how == "folder in the way":
+        (tmp_path / "perplexity.png").mkdir()
+        message = "perplexity.png is a folder, in the way of the run's perplexity.png"
+    else:  # root ignores permission bits: the refusal is injected where the folder is first written
+        def refused(*args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr("d2lrnn.runs.open", refused, raising=False)
+        message = "cannot write in the output folder"
+    monkeypatch.setattr(cli, "train_ch8", lambda *a, **k: pytest.fail("training started"))
+    assert cli.main(["train", *TINY, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1
+
+
+def test_huge_perplexities_are_printed_compactly():
+    table = cli.perplexity_table("scratch", 1.5e84, math.inf, {1: 17.0, 2: 10.0, 3: 6.9, 5: 5.2})
+    assert "RNN (scratch)      1.5e+84         inf" in table
+    assert table.endswith("(inf >= 6.90)")
+
+
+def test_generate_takes_a_run_folder(tiny_run, capsys):
+    _, out = tiny_run
+    assert cli.main(["generate", "--checkpoint", str(out), "--num-chars", "10"]) == 0
+    net, vocab, _ = d2l.load_checkpoint(out / "model.npz")
+    assert capsys.readouterr().out == d2l.predict_ch8("time traveller", 10, net, vocab) + "\n"
 
 
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,152 @@
+"""Run folders: fresh names, one run per folder (a lock), no silent overwrite, checks before training,
+stale temporary files of killed saves removed, and kill -9 during saves never losing the checkpoint."""
+
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import d2lrnn as d2l
+from d2lrnn import runs
+from d2lrnn.atomic import stale_temps
+
+ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
+
+
+def test_default_folders_get_a_fresh_number_per_run(tmp_path):
+    first = runs.fresh_folder(tmp_path / "runs", "tm-numpy-scratch")
+    second = runs.fresh_folder(tmp_path / "runs", "tm-numpy-scratch")
+    (tmp_path / "runs" / "tm-numpy-scratch-7").mkdir()
+    (tmp_path / "runs" / "tm-numpy-scratch-old").mkdir()
+    after_seven = runs.fresh_folder(tmp_path / "runs", "tm-numpy-scratch")
+    assert [p.name for p in (first, second, after_seven)] == [
+        "tm-numpy-scratch-1", "tm-numpy-scratch-2", "tm-numpy-scratch-8"]
+
+
+def test_a_second_run_into_a_locked_folder_is_refused_at_once(tmp_path):
+    with runs.open_run_folder(tmp_path / "run") as held:
+        assert (held / runs.LOCK_NAME).read_text() == str(os.getpid())
+        start = time.perf_counter()
+        busy = f"another d2lrnn run \\(pid {os.getpid()}\\) is writing to .*run: wait for it to finish"
+        with pytest.raises(d2l.RunFolderError, match=busy):
+            runs.open_run_folder(tmp_path / "run")
+        assert time.perf_counter() - start < 1
+    with runs.open_run_folder(tmp_path / "run"):  # released when the first run ends
+        pass
+
+
+def test_a_folder_holding_a_run_needs_overwrite_or_resume(tmp_path):
+    (tmp_path / "model.npz").write_bytes(b"a checkpoint")
+    with pytest.raises(d2l.RunFolderError, match="holds another run's checkpoint \\(model.npz\\): pass "
+                                                 "--overwrite to replace it, --resume .* to continue it"):
+        runs.open_run_folder(tmp_path)
+    for kwargs in ({"overwrite": True}, {"resume": True}):
+        with runs.open_run_folder(tmp_path, **kwargs):
+            pass
+    assert (tmp_path / "model.npz").read_bytes() == b"a checkpoint"  # replaced only by a finished epoch
+
+
+def test_an_unwritable_folder_is_found_before_training(tmp_path, monkeypatch):
+    # Root ignores permission bits, so the refusal the OS would give is injected where the folder
+    # is first written: the lock file.
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(runs, "open", refused, raising=False)
+    with pytest.raises(d2l.RunFolderError, match="cannot write in the output folder .*sub \\(Permission "
+                                                 "denied\\): choose another --out"):
+        runs.open_run_folder(tmp_path / "sub")
+
+
+def test_a_folder_in_the_way_of_a_run_file_is_found_before_training(tmp_path):
+    (tmp_path / "metrics.csv").mkdir()
+    with pytest.raises(d2l.RunFolderError, match="metrics.csv is a folder, in the way of the run's metrics"):
+        runs.open_run_folder(tmp_path)
+
+
+def test_a_file_where_the_folder_should_be_is_one_line(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(d2l.RunFolderError, match="cannot create the output folder .*taken: a file of that"):
+        runs.open_run_folder(tmp_path / "taken")
+
+
+def test_a_folder_this_run_made_and_left_empty_is_removed(tmp_path):
+    with runs.open_run_folder(tmp_path / "new"):
+        pass
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "old").mkdir()
+    with runs.open_run_folder(tmp_path / "old"):
+        pass
+    assert (tmp_path / "old").is_dir()
+
+
+def test_taking_a_folder_removes_the_temporary_files_of_killed_saves(tmp_path):
+    (tmp_path / ".model.npz.k1l2.tmp").write_bytes(b"PK half")
+    (tmp_path / ".last.npz.x.tmp").write_bytes(b"PK half")
+    with runs.open_run_folder(tmp_path):
+        assert stale_temps(tmp_path, runs.RUN_FILES) == []
+
+
+def test_a_failed_write_keeps_the_previous_set_and_is_one_line(tmp_path):
+    def disk_full(f):
+        raise OSError(28, "No space left on device")
+
+    with runs.open_run_folder(tmp_path) as folder:
+        folder.write({"model.npz": (lambda f: f.write(b"epoch 1"), "wb"),
+                      "metrics.csv": (lambda f: f.write("epoch\n1\n"), "w")})
+        message = "cannot write metrics.csv in .*: No space left on device: .*the files written before are kept"
+        with pytest.raises(d2l.RunFolderError, match=message):
+            folder.write({"model.npz": (lambda f: f.write(b"epoch 2"), "wb"),
+                          "metrics.csv": (disk_full, "w")})
+    assert (tmp_path / "model.npz").read_bytes() == b"epoch 1"
+    assert (tmp_path / "metrics.csv").read_text() == "epoch\n1\n"
+    assert stale_temps(tmp_path, runs.RUN_FILES) == []
+
+
+SAVER = textwrap.dedent("""
+    import sys
+    import d2lrnn as d2l
+    d2l.manual_seed(0)
+    vocab = d2l.Vocab(list("abcdefghijklmnopqrstuvwxyz "))
+    net = d2l.RNNModelScratch(len(vocab), 256)
+    save = d2l.checkpoint_info(sys.argv[1])["hparams"]["save"]  # where the killed saver got to
+    print("ready", flush=True)
+    while True:  # save after save, as fast as it can, until killed
+        save += 1
+        d2l.save_checkpoint(sys.argv[1], net, vocab, {"save": save})
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="SIGKILL and os.fsync semantics of POSIX")
+def test_kill_9_during_saves_never_loses_the_checkpoint_and_the_next_run_clears_the_debris(tmp_path):
+    from tests.test_cli import TINY
+
+    path = tmp_path / "model.npz"
+    vocab = d2l.Vocab(list("abcdefghijklmnopqrstuvwxyz "))
+    d2l.save_checkpoint(path, d2l.RNNModelScratch(len(vocab), 256), vocab, {"save": 1})
+    # The saver runs on numpy whatever this env's backend: what is tested is the file writing, which is
+    # the same on every backend, and numpy starts in a fraction of the time of the frameworks.
+    env = dict(os.environ, D2LRNN_BACKEND="numpy", PYTHONPATH=str(ROOT))
+    delays = random.Random(0)
+    saves, debris = [], 0
+    for _ in range(20):
+        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(path)], stdout=subprocess.PIPE, env=env)
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(delays.uniform(0.05, 0.25))
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        _, _, info = d2l.load_checkpoint(path)  # whole: the old file or the new one, never a torn one
+        saves.append(info["hparams"]["save"])
+        debris += len(stale_temps(tmp_path, ["model.npz"]))
+    assert saves == sorted(saves) and saves[-1] > 1  # saves went through between the kills
+    assert debris > 0  # some kills did land in the middle of a save
+    from d2lrnn import cli
+
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path), "--overwrite"]) == 0
+    assert stale_temps(tmp_path, runs.RUN_FILES) == []
