@@ -242,8 +242,8 @@ def test_a_diverged_run_exits_1_with_the_best_model_of_the_run_on_disk(tmp_path,
     best = min((v, e) for e, v in zip(info["history"]["epoch"], info["history"]["val_ppl"]))
     loss = err.split("(loss ")[1].split(")")[0]
     assert err == (f"d2lrnn: error: the update at epoch 3, step 1 made parameters NaN or inf (loss {loss}): "
-                   "the run diverged; lower the learning rate (--lr) or clip gradients harder (--clip); the best "
-                   f"model of this run (epoch {best[1]}, validation perplexity {best[0]:.2f}) is in "
+                   "the run diverged; lower the learning rate (--lr) or clip gradients harder (--clip); the "
+                   f"best model of this run (epoch {best[1]}, validation perplexity {best[0]:.2f}) is in "
                    f"{out / 'model.npz'}\n")
     assert info["history"]["epoch"][-1] == best[1]
     assert all(np.isfinite(d2l.to_numpy(p)).all() for p in net.params)
