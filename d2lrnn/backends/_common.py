@@ -5,6 +5,8 @@ import ctypes
 import functools
 import importlib
 import os
+import sys
+import tempfile
 
 import numpy as np
 
@@ -81,6 +83,43 @@ def require(package, backend, extra=None):
             f"({err.__class__.__name__}: {str(err).splitlines()[0] if str(err) else 'missing'}): "
             f'run pip install "d2lrnn[{extra or backend}]"'
         ) from None
+
+
+def _flush_stderr():
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def native_stderr_filtered(keep):
+    """Run a block with file descriptor 2 sent to a temporary file, then write back ``keep(text)``.
+
+    Frameworks written in C++ log to the process's stderr as they load, below Python's
+    ``sys.stderr`` (which a notebook kernel replaces), so only the descriptor catches them.
+    ``keep`` gets everything written meanwhile and returns the part to show (a Python warning,
+    an import error's context), which goes to ``sys.stderr`` once the block ends. Without a
+    usable descriptor 2 the block runs as is.
+    """
+    _flush_stderr()
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    with tempfile.TemporaryFile() as captured:
+        try:
+            os.dup2(captured.fileno(), 2)
+            yield
+        finally:
+            _flush_stderr()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            kept = keep(text) if text else ""
+            if kept and sys.stderr is not None:
+                sys.stderr.write(kept)
+                _flush_stderr()
 
 
 def tree_map(fn, tree):
