@@ -1,7 +1,12 @@
-"""Progress for long work: a tqdm bar (a widget in notebooks) and a live plot for notebooks."""
+"""Progress for long work: a tqdm bar in terminals, one line redrawn in place in notebooks, and a
+live plot for notebooks."""
 
 import contextlib
 import sys
+import time
+
+#: A notebook's progress line is redrawn at most this often (seconds); it is drawn once more at the end.
+NOTEBOOK_REFRESH = 0.5
 
 
 def in_notebook():
@@ -18,45 +23,112 @@ class _NoBar:
         pass
 
 
+def _plural(unit, n):
+    if n == 1:
+        return unit
+    return unit + ("es" if unit.endswith(("s", "x", "ch", "sh")) else "s")
+
+
+class NotebookProgress:
+    """A progress line for notebooks: one display output, updated in place and rate-limited.
+
+    tqdm in a kernel writes every redraw to stderr, where a saved notebook keeps each one, and
+    its widget needs a live front end (a saved notebook shows it frozen at its first frame).
+    This line is a plain-text display whose last state is what the notebook keeps, e.g.
+    ``train: 40/40 batches, 1.2 s, ppl 17.83, val_ppl 17.57``. Same interface as the tqdm bar.
+    """
+
+    def __init__(self, total=None, desc=None, unit="it", min_interval=NOTEBOOK_REFRESH, clock=None):
+        from IPython import display
+
+        self.total, self.desc, self.unit, self.n = total, desc, unit, 0
+        self.postfix = {}
+        self.min_interval, self._clock = min_interval, clock or time.perf_counter
+        self._start = self._shown_at = self._clock()
+        self._handle = display.display(self._bundle(), raw=True, display_id=True)
+
+    def text(self):
+        """The line as it reads now."""
+        count = f"{self.n}/{self.total}" if self.total is not None else f"{self.n}"
+        parts = [f"{count} {_plural(self.unit, self.total if self.total is not None else self.n)}",
+                 f"{self._clock() - self._start:.1f} s"]
+        parts += [f"{key} {value}" for key, value in self.postfix.items()]
+        line = ", ".join(parts)
+        return f"{self.desc}: {line}" if self.desc else line
+
+    def _bundle(self):
+        return {"text/plain": self.text()}
+
+    def refresh(self):
+        """Redraw the line now."""
+        self._shown_at = self._clock()
+        self._handle.update(self._bundle(), raw=True)
+
+    def _maybe_refresh(self):
+        if self._clock() - self._shown_at >= self.min_interval:
+            self.refresh()
+
+    def update(self, n=1):
+        """Count ``n`` more units done; redraw if the last redraw is ``min_interval`` old."""
+        self.n += n
+        self._maybe_refresh()
+
+    def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
+        """Show these ``key value`` pairs after the count (tqdm's ``set_postfix``)."""
+        self.postfix = {**(ordered_dict or {}), **kwargs}
+        if refresh:
+            self._maybe_refresh()
+
+    def close(self):
+        """Draw the final state."""
+        self.refresh()
+
+
 @contextlib.contextmanager
 def progress_bar(total=None, disable=False, **kwargs):
-    """A tqdm progress bar as a context manager; a notebook widget when ipywidgets is installed."""
+    """A progress bar as a context manager: tqdm (on stderr) in a terminal, a line in notebooks.
+
+    The yielded object has ``update(n=1)`` and ``set_postfix(dict, refresh=True)``; the other
+    keywords go to tqdm (a notebook line uses ``desc`` and ``unit``).
+    """
     if disable:
         yield _NoBar()
         return
-    bar_cls = None
     if in_notebook():
+        bar = NotebookProgress(total=total, desc=kwargs.get("desc"), unit=kwargs.get("unit", "it"))
         try:
-            import ipywidgets  # noqa: F401
-            from tqdm.notebook import tqdm as bar_cls
-        except ImportError:
-            # A text bar in a notebook: each redraw is kept in the cell's output until a
-            # front end folds the carriage returns, so redraw at most twice a second.
-            kwargs.setdefault("mininterval", 0.5)
-    if bar_cls is None:
-        from tqdm import tqdm as bar_cls
-    with bar_cls(total=total, dynamic_ncols=True, **kwargs) as bar:
+            yield bar
+        finally:
+            bar.close()
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, dynamic_ncols=True, **kwargs) as bar:
         yield bar
 
 
 class Animator:
     """Plot data points as they arrive (the book's ``Animator``), redrawn in place in notebooks.
 
-    ``enabled=None`` draws only inside a notebook; in a terminal nothing is drawn (the
-    command line saves a PNG at the end instead).
+    ``title`` is shown above the axes. ``enabled=None`` draws only inside a notebook; in a
+    terminal nothing is drawn (the command line saves a PNG at the end instead). Rendering a
+    frame takes ~0.1 s, so points that arrive faster than ``min_interval`` seconds apart are
+    drawn together with the next one; ``close()`` draws the last frame.
     """
 
     def __init__(self, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None, xscale="linear",
-                 yscale="linear", fmts=("-", "m--", "g-.", "r:"), figsize=(4.5, 3), enabled=None):
+                 yscale="linear", fmts=("-", "m--", "g-.", "r:"), figsize=(4.5, 3), enabled=None, title=None,
+                 min_interval=NOTEBOOK_REFRESH, clock=None):
         self.enabled = in_notebook() if enabled is None else bool(enabled)
         self.X, self.Y, self.fmts, self.legend = None, None, fmts, legend or []
+        self.min_interval, self._clock, self._stale = min_interval, clock or time.perf_counter, False
         if not self.enabled:
             return
         import matplotlib.pyplot as plt
 
         self.fig, self.axes = plt.subplots(figsize=figsize)
         self.config = dict(xlabel=xlabel, ylabel=ylabel, xlim=xlim, ylim=ylim, xscale=xscale,
-                           yscale=yscale)
+                           yscale=yscale, title=title)
         self._display = None
         # Show the empty axes now, so that text printed meanwhile (a progress bar) comes below
         # the plot instead of being split around it when the first point arrives.
@@ -72,7 +144,8 @@ class Animator:
             if a is not None and b is not None:
                 self.X[i].append(a)
                 self.Y[i].append(b)
-        if self.enabled:
+        self._stale = True
+        if self.enabled and self._clock() - self._drawn_at >= self.min_interval:
             self._draw()
 
     def _draw(self):
@@ -87,6 +160,8 @@ class Animator:
         ax.set_ylabel(c["ylabel"])
         ax.set_xscale(c["xscale"])
         ax.set_yscale(c["yscale"])
+        if c["title"]:
+            ax.set_title(c["title"])
         if c["xlim"]:
             ax.set_xlim(c["xlim"])
         if c["ylim"]:
@@ -98,10 +173,13 @@ class Animator:
             self._display = display.display(self.fig, display_id=True)
         else:
             self._display.update(self.fig)
+        self._drawn_at, self._stale = self._clock(), False
 
     def close(self):
-        """Stop drawing (in notebooks the last frame stays as the cell's output)."""
+        """Draw the points not drawn yet and stop (in notebooks the last frame stays as the cell's output)."""
         if self.enabled:
             import matplotlib.pyplot as plt
 
+            if self._stale:
+                self._draw()
             plt.close(self.fig)
