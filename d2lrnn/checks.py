@@ -51,6 +51,14 @@ def positive_number(name, value, hint=""):
     return number(name, value, 0, strict=True, hint=hint)
 
 
+#: The largest seed: every framework's own generator takes 32-bit seeds (NumPy takes any size).
+MAX_SEED = 2**32 - 1
+
+
 def seed(value):
-    """A random seed: a whole number >= 0 (what NumPy's generators accept)."""
-    return integer("seed", value, 0, " (use e.g. 0)")
+    """A random seed: a whole number from 0 to :data:`MAX_SEED`."""
+    value = integer("seed", value, 0, " (use e.g. 0)")
+    if value > MAX_SEED:
+        raise ArgumentError(f"seed must be at most {MAX_SEED} (32 bits, what every framework takes), "
+                            f"got {value}")
+    return value

@@ -19,7 +19,7 @@ import pathlib
 import sys
 import time
 
-from . import ops
+from . import checks, ops
 from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
 from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
 from .data import CORPORA, corpus_path, load_data_lm, ngram_perplexities
@@ -80,6 +80,14 @@ def nonnegative_int(text):
     return value
 
 
+def seed_value(text):
+    """A seed: an integer from 0 to 2**32 - 1."""
+    value = nonnegative_int(text)
+    if value > checks.MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {checks.MAX_SEED}, got {value}")
+    return value
+
+
 def positive_float(text):
     """A finite number > 0."""
     value = _number(text, float)
@@ -131,7 +139,7 @@ def backend_choice(text):
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {"hidden": positive_int, "batch_size": positive_int, "num_steps": positive_int,
                  "lr": positive_float, "clip": positive_float, "epochs": positive_int,
-                 "max_tokens": max_tokens, "val_fraction": fraction, "seed": nonnegative_int}
+                 "max_tokens": max_tokens, "val_fraction": fraction, "seed": seed_value}
 
 
 def _add_train_parser(commands):
@@ -193,7 +201,7 @@ def _add_generate_parser(commands):
     p.add_argument("--num-chars", type=positive_int, default=50, metavar="N", help="characters to generate")
     p.add_argument("--temperature", type=nonnegative_float, default=0.0, metavar="T",
                    help="0: greedy; above 0: sample from softmax(logits / T)")
-    p.add_argument("--seed", type=nonnegative_int, default=None, metavar="S",
+    p.add_argument("--seed", type=seed_value, default=None, metavar="S",
                    help="seed of the sampling (default: random)")
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
                    help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")

@@ -335,8 +335,9 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     eval_step = make_eval_step(net) if val_iter is not None else None
     first = len(history["epoch"]) + 1
     legend = ["train"] + (["validation"] if val_iter is not None else [])
+    title = f"{type(net).__name__}, {net.num_hiddens} hidden units, {backend_name()}"
     animator = Animator(xlabel="epoch", ylabel="perplexity", legend=legend, xlim=[1, max(num_epochs, 2)],
-                        enabled=plot)
+                        enabled=plot, title=title)
     for i, epoch in enumerate(history["epoch"]):
         animator.add(epoch, [history["train_ppl"][i]] + history["val_ppl"][i:i + 1])
     batches = len(train_iter) if hasattr(train_iter, "__len__") else None

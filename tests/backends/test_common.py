@@ -46,7 +46,7 @@ def test_freed_memory_is_reused_without_page_faults():
     assert tuned < 100
 
 
-@pytest.mark.parametrize("seed", [-1, 2.5, "0", None])
+@pytest.mark.parametrize("seed", [-1, 2.5, "0", None, 2**32])
 def test_manual_seed_refuses_what_numpy_cannot_seed_in_one_line(seed):
     with pytest.raises(d2l.ArgumentError, match="seed must be"):
         d2l.manual_seed(seed)

@@ -1,0 +1,159 @@
+"""The command line under random flags, values and corpora, as a careless or hostile user would type them.
+
+Every run must end with exit 0, or with one line on stderr and exit 2 (exit 1 for a run that
+diverged), and never with a traceback or a warning. The corpora are random bytes: empty, binary,
+one character, one huge line, mixed scripts. Sizes stay small so that a run that is accepted
+trains in a moment.
+"""
+
+import contextlib
+import io
+import pathlib
+import tempfile
+import warnings
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import d2lrnn as d2l
+from d2lrnn import cli
+
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+#: Values no option should accept, and some that only some options accept.
+ODD = st.sampled_from(["", " ", "-1", "0", "-0", "nan", "inf", "-inf", "1e999", "x", "½", "١٢", "0x10", "--",
+                       "-5.5", "1_0", " 3 ", "3\n", "\x00", "10000000", "99999999999999999999", "4294967296"])
+ODD_TEXT = st.one_of(ODD, st.text(max_size=6))
+
+
+def _is_count_above(text, limit):
+    try:
+        return int(text) > limit
+    except ValueError:
+        return False
+
+
+def _odd_for(flag):
+    """Odd values for ``flag``; a huge but valid count of epochs or characters would just run for hours."""
+    if flag in ("--epochs", "--num-chars"):
+        return ODD_TEXT.filter(lambda text: not _is_count_above(text, 100))
+    return ODD_TEXT
+
+
+def _small(low, high):
+    return st.integers(low, high).map(str)
+
+
+TRAIN_VALUES = {
+    "--hidden": _small(1, 24),
+    "--batch-size": _small(1, 8),
+    "--num-steps": _small(1, 12),
+    "--lr": st.sampled_from(["0.001", "0.5", "1", "30", "1e6", "1e38", "1e300"]),
+    "--clip": st.sampled_from(["0.01", "1", "1e38"]),
+    "--epochs": _small(1, 2),
+    "--sampling": st.sampled_from(["random", "sequential"]),
+    "--model": st.sampled_from(["scratch", "concise"]),
+    "--max-tokens": st.sampled_from(["-1", "1", "50", "400", "3000"]),
+    "--val-fraction": st.sampled_from(["0.01", "0.1", "0.5", "0.99"]),
+    "--seed": st.sampled_from(["0", "7", "4294967295"]),
+}
+GENERATE_VALUES = {
+    "--prefix": st.text(max_size=12),
+    "--num-chars": _small(1, 40),
+    "--temperature": st.sampled_from(["0", "0.5", "1e-30", "1e30"]),
+    "--seed": st.sampled_from(["0", "3"]),
+}
+
+ODD_CORPORA = st.one_of(
+    st.just(b""),
+    st.binary(max_size=600),
+    st.sampled_from("a é中\n").map(lambda c: c.encode() * 3),  # one character
+    st.text(st.characters(codec="utf-8"), max_size=3000).map(str.encode),  # any scripts, any symbols
+)
+TEXT_CORPORA = st.one_of(
+    st.integers(1, 20000).map(lambda n: b"abcdefghij klmnop " * (n // 18 + 1)),  # one huge line
+    st.text("the quick brown fox\n", min_size=1000, max_size=4000).map(str.encode),
+    st.text("时间旅行者 the time traveller Путешественник\n", min_size=1000, max_size=4000).map(str.encode),
+)
+CORPUS_BYTES = st.one_of(ODD_CORPORA, TEXT_CORPORA, TEXT_CORPORA)
+
+
+#: What each generated command line gets wrong, if anything: half of them are meant to run.
+SCENARIOS = ("valid", "valid", "valid", "odd value", "odd corpus", "odd path")
+
+
+@st.composite
+def command_lines(draw, folder):
+    """A random ``d2lrnn`` command line over files in ``folder`` and the bytes of its corpus file."""
+    scenario = draw(st.sampled_from(SCENARIOS), label="scenario")
+    command = draw(st.sampled_from(["train", "train", "train", "generate"]))
+    values = TRAIN_VALUES if command == "train" else GENERATE_VALUES
+    flags = draw(st.lists(st.sampled_from(sorted(values)), min_size=scenario == "odd value", max_size=6,
+                          unique=True))
+    odd = draw(st.sampled_from(flags)) if flags and scenario == "odd value" else None
+    # Small defaults first (a flag drawn below overrides them): the book's 30 epochs of 512 units would
+    # take minutes per example.
+    argv = [command] + (["--epochs", "1", "--hidden", "8", "--batch-size", "4", "--num-steps", "8"]
+                        if command == "train" else [])
+    for flag in flags:
+        argv += [flag, draw(_odd_for(flag) if flag == odd else values[flag])]
+    corpus = draw(ODD_CORPORA if scenario == "odd corpus" else TEXT_CORPORA)
+    bad_path = scenario == "odd path"
+    if command == "train":
+        argv += ["--corpus", str(folder / "corpus.txt") if not bad_path else draw(st.sampled_from([
+            str(folder / "missing.txt"), str(folder), "timemachine\n", "/dev/zero", ""]))]
+        argv += draw(st.sampled_from([[], ["--out", str(folder / "run")],
+                                      ["--out", str(folder / "run"), "--overwrite"]] if not bad_path else [
+            ["--resume", str(folder / "run")], ["--out", str(folder / "corpus.txt")], ["--out", "/dev/null"],
+            ["--resume", str(folder)], ["--out", str(folder), "--resume", str(folder)]]))
+        argv.append("--no-progress")
+    else:
+        argv += ["--checkpoint", str(folder / "model.npz") if not bad_path else draw(st.sampled_from([
+            str(folder / "corpus.txt"), str(folder), str(folder / "nothing.npz"), "/dev/zero"]))]
+    return argv, corpus
+
+
+@contextlib.contextmanager
+def _inside(folder):
+    import os
+
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        warnings.simplefilter("always")
+        code = cli.main(argv)
+    shown = [w for w in caught if not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning))]
+    return code, out.getvalue(), err.getvalue(), shown
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_command_line_ends_in_exit_0_or_one_error_line(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = pathlib.Path(tmp)
+        argv, corpus = data.draw(command_lines(folder), label="argv, corpus")
+        (folder / "corpus.txt").write_bytes(corpus)
+        vocab = d2l.Vocab(list("abcdefghijklmnopqrstuvwxyz "))
+        d2l.save_checkpoint(folder / "model.npz", d2l.RNNModelScratch(len(vocab), 4), vocab)
+        with _inside(folder):  # default run folders go to a throw-away runs/
+            code, out, err, shown = _run(argv)
+    event(f"exit {code}: {err.split(':')[2].strip()[:40] if code else argv[0]}")
+    assert not shown, [str(w.message) for w in shown]
+    if code == 0:
+        assert err == "", err
+        return
+    assert code in (1, 2), (code, err)
+    assert err.count("\n") == 1 and err.startswith("d2lrnn"), err
+    assert "Traceback" not in err
+    if code == 1:
+        assert "the run diverged" in err, err
