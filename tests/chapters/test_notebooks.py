@@ -88,6 +88,17 @@ def _text(outputs):
     return "".join(parts)
 
 
+def _stderr(cells):
+    """What each code cell wrote to stderr, one quoted entry per cell that did."""
+    found = []
+    for number, cell in enumerate(cells, 1):
+        text = "".join(o["text"] for o in cell.outputs if o.get("output_type") == "stream"
+                       and o.get("name") == "stderr")
+        if text:
+            found.append(f"code cell {number}: {text[:2000]!r}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def kernel_env():
     """The environment the kernels inherit: quick mode, this backend, and this d2lrnn first on the path."""
@@ -120,6 +131,8 @@ def test_notebook_runs_in_quick_mode(path, kernel_env, monkeypatch):
     assert "quick mode: True" in first, first
     printed = sum(len(_text(c.outputs)) for c in code_cells[:-1])
     assert printed < MAX_OUTPUT_CHARS, f"{path.name} printed {printed} characters in quick mode"
+    stderr = _stderr(code_cells)
+    assert not stderr, f"{path.name} wrote to stderr (a saved notebook keeps it):\n" + "\n".join(stderr)
 
     line = next(s for s in _text(code_cells[-1].outputs).splitlines() if s.startswith(MARKER))
     values = json.loads(line[len(MARKER):])
@@ -189,6 +202,9 @@ def _check_generated(v, texts):
     for text in texts:
         assert len(text) == len(v["prefix"]) + v["num_preds"], text
         assert text.startswith(v["prefix"])
+        continuation = text[len(v["prefix"]):]
+        letters = sum(c.isascii() and c.isalpha() for c in continuation)
+        assert letters >= 5, f"{continuation!r} has {letters} letters: the model has learnt little but blanks"
 
 
 def check_rnn_scratch(v):
