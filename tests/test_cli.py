@@ -342,7 +342,17 @@ def test_default_folders_are_fresh_per_run(tmp_path, monkeypatch, backend):
     monkeypatch.chdir(tmp_path)
     for _ in range(2):
         assert cli.main(["train", *TINY, "--epochs", "1"]) == 0
-    assert sorted(os.listdir(tmp_path / "runs")) == [f"timemachine-{backend}-scratch-{n}" for n in (1, 2)]
+    for name, text in (("a", "the time traveller " * 300), ("b", "a different text altogether " * 300)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "data.txt").write_text(text)
+        assert cli.main(["train", *TINY, "--epochs", "1", "--corpus", f"{name}/data.txt"]) == 0
+    assert sorted(os.listdir(tmp_path / "runs")) == [
+        f"data-{backend}-scratch-1", f"data-{backend}-scratch-2",
+        f"timemachine-{backend}-scratch-1", f"timemachine-{backend}-scratch-2"]
+    for n, name in ((1, "a"), (2, "b")):  # two files of one name: two runs, neither replaced
+        run = tmp_path / "runs" / f"data-{backend}-scratch-{n}"
+        hparams = d2l.checkpoint_info(run / "model.npz")["hparams"]
+        assert hparams["corpus_path"] == str(tmp_path / name / "data.txt")
 
 
 def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
@@ -354,11 +364,17 @@ def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
     assert err.startswith(f"d2lrnn: error: another d2lrnn run (pid {os.getpid()}) is writing to {tmp_path}")
 
 
-def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("failure", ["disk full", "a folder in the way"])
+def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failure, tmp_path, monkeypatch,
+                                                                          capsys):
     real = cli.metrics_csv_writer
 
     def metrics_csv_writer(history):
         if len(history["epoch"]) < 2:
+            return real(history)
+        if failure == "a folder in the way":  # someone makes a folder where the plot goes, mid-run
+            (tmp_path / "perplexity.png").rename(tmp_path / "old.png")
+            (tmp_path / "perplexity.png").mkdir()
             return real(history)
 
         def disk_full(f):
@@ -369,10 +385,13 @@ def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(tmp_pa
 
     monkeypatch.setattr(cli, "metrics_csv_writer", metrics_csv_writer)
     assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"d2lrnn: error: cannot write metrics.csv in {tmp_path}: No space "
-                                       "left on device: free some space or fix the folder, or choose another "
-                                       "--out; the files written before are kept\n")
-    assert sorted(os.listdir(tmp_path)) == RUN_FILES  # no temporary file
+    name, why = {"disk full": ("metrics.csv", "No space left on device"),
+                 "a folder in the way": ("perplexity.png", "a folder is in the way")}[failure]
+    assert capsys.readouterr().err == (f"d2lrnn: error: cannot write {name} in {tmp_path}: {why}: free some "
+                                       "space or fix the folder, or choose another --out; the files written "
+                                       "before are kept\n")
+    expected = RUN_FILES if failure == "disk full" else sorted([*RUN_FILES, "old.png"])
+    assert sorted(os.listdir(tmp_path)) == expected  # no temporary file
     epochs = [d2l.checkpoint_info(tmp_path / name)["history"]["epoch"] for name in ("model.npz", "last.npz")]
     assert epochs == [[1], [1]] and len((tmp_path / "metrics.csv").read_text().splitlines()) == 2
 

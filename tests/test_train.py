@@ -143,6 +143,18 @@ def test_a_real_divergence_keeps_the_last_finite_parameters_whose_loss_was_finit
     assert _finite(net.params)
 
 
+def test_the_book_call_with_a_huge_learning_rate_keeps_finite_parameters():
+    # train_ch8(net, it, vocab, 1e300, 1) used to raise and leave net.params NaN
+    d2l.manual_seed(0)
+    train_iter, vocab = d2l.load_data_time_machine(4, 8, max_tokens=1000)
+    net = d2l.RNNModelScratch(len(vocab), 16)
+    initial = to_numpy_tree(net.params)
+    with pytest.raises(d2l.TrainingError, match="the update at epoch 1, step 1 made parameters NaN or inf"):
+        d2l.train_ch8(net, train_iter, vocab, 1e300, 1, progress=False, verbose=False)
+    for kept, before in zip(to_numpy_tree(net.params), initial):
+        np.testing.assert_array_equal(kept, before)
+
+
 def test_a_perplexity_that_blows_up_stops_the_run_and_keeps_the_previous_epoch():
     # lr 10 with clipping at 1: every step is bounded, every loss finite, yet epoch 2 is far worse
     # than guessing. The rule: an epoch's training perplexity above DIVERGENCE_FACTOR * V.
