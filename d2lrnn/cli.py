@@ -243,9 +243,10 @@ def sample_prefixes(corpus, vocab, val_tokens, length=10):
 
 
 def _summary(args, backend, train_iter, val_iter, vocab):
+    epochs = f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
     return (f"corpus {args.corpus}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} validation "
             f"characters, vocabulary {len(vocab)} | backend {backend} | model {args.model}, "
-            f"{args.hidden} hidden units | {args.epochs} epochs, {args.sampling} sampling")
+            f"{args.hidden} hidden units | {epochs}, {args.sampling} sampling")
 
 
 def perplexity_table(model, train_ppl, val_ppl, baselines):
@@ -342,7 +343,7 @@ class EpochSaver:
         if best is None or val_ppl < best[1]:
             best = (epoch, val_ppl)
             files["model.npz"] = (checkpoint_writer(net, self.vocab, self.hparams, history), "wb")
-        resume = {"epoch": epoch, "best_epoch": best[0], "generator": generator_state(),
+        resume = {"epoch": epoch, "generator": generator_state(),
                   "loader_generator": self.train_iter.rng_state()}
         files["metrics.csv"] = (metrics_csv_writer(history), "w")
         files["perplexity.png"] = (perplexity_plot_writer(history, self.baselines, self.title, best[0]), "wb")
@@ -400,10 +401,16 @@ def _resume_state(args, folder, train_iter, vocab, digest):
     if saved_vocab != vocab or info["hparams"].get("corpus_sha1") != digest:
         raise DataError(f"the corpus {args.corpus} is not the text the run in {folder.path} was trained on "
                         "(it changed since): resume needs the same text; start a new run instead")
-    resume = info["resume"]
-    set_generator_state(resume["generator"])
-    train_iter.set_rng_state(resume["loader_generator"])
-    return net, info["history"]
+    resume, history = info["resume"], info["history"]
+    try:
+        set_generator_state(resume["generator"])
+        train_iter.set_rng_state(resume["loader_generator"])
+        if history["epoch"][-1] != resume["epoch"]:
+            raise ValueError("history and epoch disagree")
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{folder / 'last.npz'} holds a damaged resume state ({err}): start a new "
+                              "run") from None
+    return net, history
 
 
 def _train_here(args, backend, start):

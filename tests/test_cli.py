@@ -1,6 +1,7 @@
 """The ``d2lrnn`` command: a tiny training run end to end, generation, and one-line argument errors."""
 
 import csv
+import json
 import math
 import os
 import pathlib
@@ -336,6 +337,30 @@ def test_resume_keeps_the_run_settings_and_can_add_epochs(tmp_path, capsys):
     info = d2l.checkpoint_info(tmp_path / "run" / "last.npz")
     assert info["history"]["epoch"] == [1, 2] and info["hparams"]["epochs"] == 2
     assert info["hparams"]["hidden"] == 16 and info["resume"]["epoch"] == 2
+
+
+def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_path, capsys):
+    corpus = tmp_path / "data.txt"
+    corpus.write_text("the time traveller said " * 200)
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--corpus", str(corpus), "--out", str(run)]) == 0
+    corpus.write_text("the time traveller spoke " * 200)
+    capsys.readouterr()
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"d2lrnn: error: the corpus {corpus} is not the text the run in {run} was trained on (it "
+                   "changed since): resume needs the same text; start a new run instead\n")
+    corpus.write_text("the time traveller said " * 200)
+    with np.load(run / "last.npz") as data:
+        arrays = {name: data[name] for name in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    meta["resume"]["generator"] = {"bit_generator": "PCG64", "state": "broken"}
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(run / "last.npz", **arrays)
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"d2lrnn: error: {run / 'last.npz'} holds a damaged resume state (")
+    assert err.count("\n") == 1
 
 
 def test_default_folders_are_fresh_per_run(tmp_path, monkeypatch, backend):
