@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import d2lrnn as d2l
-from d2lrnn.backends import _common
+from d2lrnn.backends import _common, _tflog
 from tests.conftest import ROOT
 
 # Import, tensors, integer indices transposed and one-hot encoded, a matmul, the framework's RNN
@@ -76,15 +76,6 @@ def test_native_stderr_filtered_restores_the_descriptor_on_error(capfd):
     assert capfd.readouterr().err == "context\nafter\n"
 
 
-@pytest.fixture
-def tf_backend(backend):
-    if backend != "tensorflow":
-        pytest.skip("TensorFlow's log filter is tested in the tensorflow env")
-    from d2lrnn.backends import tensorflow
-
-    return tensorflow
-
-
 LOADING = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
     "I0000 00:00:1.5 1 port.cc:153] oneDNN custom operations are on.\n"
@@ -100,15 +91,15 @@ LOADING = (
     (2, "a Python warning\n" + "".join(LOADING.splitlines(keepends=True)[3:])),
     (3, "a Python warning\n"),
 ])
-def test_tensorflow_loading_lines_follow_the_log_level(tf_backend, level, expected):
-    assert tf_backend._at_level(LOADING, level) == expected
+def test_tensorflow_loading_lines_follow_the_log_level(level, expected):
+    assert _tflog.at_level(LOADING, level) == expected
 
 
-def test_tensorflow_log_level_defaults_to_errors_only_and_keeps_the_users(tf_backend, monkeypatch):
+def test_tensorflow_log_level_defaults_to_errors_only_and_keeps_the_users(monkeypatch):
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    assert tf_backend._log_level() == 2
+    assert _tflog.log_level() == 2
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
-    assert tf_backend._log_level() == 0
+    assert _tflog.log_level() == 0
 
 
 def test_integer_transpose_is_exact(backend):
