@@ -283,15 +283,20 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
     last, generated = ids[-1], []
     for _ in range(num_preds):
         Y, state = net(ops.tensor([[last]], device=device), state)
-        logits = ops.to_numpy(Y).reshape(-1).astype(np.float64)
-        logits[unk] = -np.inf
-        if temperature > 0:
-            p = np.exp((logits - logits.max()) / temperature)  # exp(-inf) = 0 for <unk>
-            last = int(rng.choice(len(p), p=p / p.sum()))
-        else:
-            last = int(logits.argmax())
+        last = next_token(ops.to_numpy(Y).reshape(-1), temperature, rng, unk)
         generated.append(last)
     return prefix + "".join(vocab.to_tokens(generated))
+
+
+def next_token(logits, temperature, rng, unk=0):
+    """The token that follows one row of ``logits``: the argmax at temperature 0, else a draw from
+    softmax(logits / temperature) with ``rng``. Never ``unk`` (it stands for no character)."""
+    logits = np.array(logits, dtype=np.float64)
+    logits[unk] = -np.inf
+    if temperature > 0:
+        p = np.exp((logits - logits.max()) / temperature)  # exp(-inf) = 0 for <unk>
+        return int(rng.choice(len(p), p=p / p.sum()))
+    return int(logits.argmax())
 
 
 HISTORY_KEYS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
