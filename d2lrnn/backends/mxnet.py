@@ -75,7 +75,8 @@ def tensor(data, dtype=None, device=None):
     """A tensor from Python data or an array: floats become float32, integers int64."""
     if isinstance(data, nd.NDArray):
         return data if dtype is None else data.astype(np.dtype(dtype))
-    return from_numpy(_common.as_numpy(data, dtype), device)
+    a = _common.as_numpy(data, dtype)  # not through from_numpy, whose defaults would override ``dtype``
+    return nd.array(a, ctx=device, dtype=a.dtype)
 
 
 def from_numpy(array, device=None):
@@ -238,7 +239,7 @@ def minimum(x, y):
 
 def _reduce(op, x, axis, keepdims):
     if axis is None:
-        return op(x).reshape(())
+        return op(x).reshape((1,) * x.ndim if keepdims else ())
     return op(x, axis=_axis(x, axis), keepdims=keepdims)
 
 
@@ -353,8 +354,14 @@ def value_and_grad(f, has_aux=False):
         with autograd.record():
             out = f(leaves, *args)
             value, aux = out if has_aux else (out, None)
-        value.backward()
-        grads = [p.grad for p in leaves]
+        try:
+            value.backward()
+            grads = [p.grad for p in leaves]
+        except mx.base.MXNetError:
+            if _in_graph(value):
+                raise
+            # it depends on no parameter (all of them detached): zero gradients, as on NumPy
+            grads = [nd.zeros_like(p) for p in leaves]
         value = value.detach()
         if has_aux:
             return (value, _common.tree_map(detach, aux)), grads

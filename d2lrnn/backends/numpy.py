@@ -60,7 +60,9 @@ def to_numpy(x):
 
 def astype(x, dtype):
     """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
-    return anp.asarray(x).astype(dtype)
+    if hasattr(x, "_value"):  # an autograd box: its astype has a gradient, anp.asarray has none
+        return x.astype(dtype)
+    return np.asarray(x).astype(dtype)
 
 
 def shape(x):

@@ -59,7 +59,8 @@ def tensor(data, dtype=None, device=None):
     """A tensor from Python data or an array: floats become float32, integers int64."""
     if tf.is_tensor(data):
         return data if dtype is None else tf.cast(data, tf.as_dtype(np.dtype(dtype)))
-    return from_numpy(_common.as_numpy(data, dtype), device)
+    with _on(device):  # not through from_numpy, whose float32/int64 defaults would override ``dtype``
+        return tf.constant(_common.as_numpy(data, dtype))
 
 
 def from_numpy(array, device=None):

@@ -49,7 +49,9 @@ def tensor(data, dtype=None, device=None):
     """A tensor from Python data or an array: floats become float32, integers int64."""
     if isinstance(data, torch.Tensor):
         return data.to(device=device, dtype=_dtype(dtype))
-    return from_numpy(_common.as_numpy(data, dtype), device)
+    # not through from_numpy, whose float32/int64 defaults would override ``dtype``
+    t = torch.from_numpy(np.ascontiguousarray(_common.as_numpy(data, dtype)))
+    return t if device is None else t.to(device)
 
 
 def from_numpy(array, device=None):
@@ -210,17 +212,19 @@ def minimum(x, y):
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
     """Sum over ``axis`` (all axes when None)."""
-    return torch.sum(x) if axis is None else torch.sum(x, dim=axis, keepdim=keepdims)
+    return torch.sum(x) if axis is None and not keepdims else torch.sum(x, dim=axis, keepdim=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
     """Mean over ``axis`` (all axes when None)."""
-    return torch.mean(x) if axis is None else torch.mean(x, dim=axis, keepdim=keepdims)
+    return torch.mean(x) if axis is None and not keepdims else torch.mean(x, dim=axis, keepdim=keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
     """Maximum over ``axis`` (all axes when None)."""
-    return torch.max(x) if axis is None else torch.amax(x, dim=axis, keepdim=keepdims)
+    if axis is None:
+        return torch.amax(x, dim=(), keepdim=True) if keepdims else torch.max(x)  # dim=(): all axes
+    return torch.amax(x, dim=axis, keepdim=keepdims)
 
 
 def argmax(x, axis=None):
@@ -312,7 +316,10 @@ def value_and_grad(f, has_aux=False):
         leaves = [p.detach().requires_grad_(True) for p in params]
         out = f(leaves, *args)
         value, aux = out if has_aux else (out, None)
-        grads = torch.autograd.grad(value, leaves, allow_unused=True)
+        # A value that depends on no parameter (all of them detached) has zero gradients, as on NumPy
+        # and TensorFlow; torch.autograd.grad would raise.
+        grads = torch.autograd.grad(value, leaves, allow_unused=True) if value.requires_grad \
+            else [None] * len(leaves)
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
         value = value.detach()
         if has_aux:
