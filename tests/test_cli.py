@@ -73,8 +73,10 @@ def test_train_prints_the_setup_the_table_against_the_baselines_and_samples(tiny
                      **{f"{n}-gram (add-k)": ["-", f"{ppl:.2f}"] for n, ppl in baselines.items()}}
     verdict = "beats" if val_ppl < baselines[3] else "does not beat"
     assert any(line.startswith(f"the RNN {verdict} the trigram") for line in lines)
+    # Two samples, one per Time Machine prefix, each the prefix and 100 generated characters; what
+    # the characters are is the model's business (checked against a reference in test_reference.py).
     samples = [line[2:] for line in lines if line.startswith("  ")]
-    assert [s.split(" ")[0] for s in samples] == ["time", "traveller"]
+    assert [s.startswith(p) for s, p in zip(samples, ("time traveller", "traveller"))] == [True, True]
     assert [len(s) for s in samples] == [len("time traveller") + 100, len("traveller") + 100]
     assert f"checkpoint  {out / 'model.npz'}" in lines and f"metrics     {out / 'metrics.csv'}" in lines
     assert any(line.startswith("wall time ") for line in lines)
