@@ -122,7 +122,10 @@ def make_eval_step(net, loss=lm_loss):
 
 def perplexity(mean_loss):
     """exp(mean cross-entropy); inf rather than an OverflowError for a huge (finite) loss."""
-    return math.exp(mean_loss) if mean_loss < 700 else math.inf
+    try:
+        return math.exp(mean_loss)
+    except OverflowError:
+        return math.inf
 
 
 def format_perplexity(ppl, decimals=2):
@@ -140,19 +143,10 @@ def quiet_numerics():
         yield
 
 
-_probes = {}
-
-
-def _finite_probe():
-    """A compiled ``(loss, params) -> [loss, probe]``: probe is 0 when every parameter is finite, NaN
-    otherwise (x * 0 is NaN exactly for inf and NaN), so one small transfer checks them all."""
-    name = backend_name()
-    if name not in _probes:
-        def probe(l, params):
-            return ops.stack([l, sum(ops.sum(p * 0.0) for p in params)])
-
-        _probes[name] = ops.compile(probe)
-    return _probes[name]
+def _loss_and_probe(l, params):
+    """[loss, probe]: the probe is 0 when every parameter is finite and NaN otherwise (x * 0 is NaN
+    exactly for inf and NaN), so one small transfer checks them all."""
+    return ops.stack([l, sum(ops.sum(p * 0.0) for p in params)])
 
 
 class LastGood:
@@ -164,9 +158,14 @@ class LastGood:
 
     def __init__(self, params):
         self.params = self.epoch_start = params
+        self._probe = ops.compile(_loss_and_probe)  # one compiled probe (one tf.function) per run
 
-    def check_step(self, net, params, new_params, loss, probe, epoch, step):
-        """Accept a step (``net.params = new_params``) or keep the last good parameters and raise."""
+    def check_step(self, net, params, l, new_params, epoch, step):
+        """Accept a step (``net.params = new_params``) or keep the last good parameters and raise.
+
+        ``l`` is the loss of ``params``, ``new_params`` their update. Returns the loss as a float.
+        """
+        loss, probe = (float(v) for v in ops.to_numpy(self._probe(l, new_params)))
         if not math.isfinite(loss):
             net.params = self.params
             _diverged(f"loss became {loss} at epoch {epoch}, step {step}",
@@ -178,6 +177,7 @@ class LastGood:
                       "the parameters before that update are kept", epoch, step)
         self.params = params
         net.params = new_params
+        return loss
 
     def check_epoch(self, net, ppl, epoch):
         """Raise if the epoch's training perplexity blew up (see :data:`DIVERGENCE_FACTOR`), keeping the
@@ -221,7 +221,6 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
         lr = 1.0 if updater is None else updater
         step = make_train_step(net, lr, 1.0, loss or lm_loss)
     last_good = last_good or LastGood(net.params)
-    probe = _finite_probe()
     state, timer = None, Timer()
     metric = Accumulator(2)  # sum of losses * tokens, tokens
     with quiet_numerics():
@@ -229,8 +228,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
             state = _state_for(net, X, state, device, reset=use_random_iter)
             params = net.params
             l, new_params, state = step(params, X, Y, state)
-            l, finite = (float(v) for v in ops.to_numpy(probe(l, new_params)))
-            last_good.check_step(net, params, new_params, l, finite, epoch, i)
+            l = last_good.check_step(net, params, l, new_params, epoch, i)
             n = ops.size(Y)
             metric.add(l * n, n)
             if on_batch is not None:

@@ -1,6 +1,8 @@
 """Training: clipping, SGD, perplexity, state handling, divergence, prediction, backend parity."""
 
+import contextlib
 import math
+import time
 import warnings
 
 import numpy as np
@@ -334,3 +336,370 @@ def test_continuing_a_history_gives_the_same_run_as_training_without_a_break():
         np.testing.assert_array_equal(a, b)
     with pytest.raises(d2l.ArgumentError, match="already holds 4 epochs and num_epochs is 4"):
         d2l.train_ch8(net2, [], None, 1.0, 4, history=parts, progress=False, verbose=False)
+
+
+# -- the exact words of each error: a hint that names the fix is part of the function's contract ------
+
+EXACT_MESSAGES = [
+    (lambda: d2l.grad_clipping(d2l.RNNModelScratch(4, 3), 1),
+     "grad_clipping takes the list of gradients (updates here are functional), not the network: "
+     "grads = grad_clipping(grads, theta)"),
+    (lambda: d2l.grad_clipping([ops.tensor([1.0])], -1),
+     "theta must be above 0, got -1 (the largest gradient norm, e.g. 1)"),
+    (lambda: d2l.make_train_step(d2l.RNNModelScratch(4, 3), 0),
+     "lr must be above 0, got 0 (the learning rate, e.g. 1)"),
+    (lambda: d2l.make_train_step(d2l.RNNModelScratch(4, 3), 1.0, -1),
+     "clip must be above 0, got -1 (the largest gradient norm, e.g. 1; None: no clipping)"),
+    (lambda: d2l.train_ch8(d2l.RNNModelScratch(4, 3), [], None, math.nan, 1),
+     "lr must be a finite number, got nan (the learning rate, e.g. 1)"),
+    (lambda: d2l.predict_ch8("ab", 3, d2l.RNNModelScratch(5, 3), _CharVocab("abc "), temperature=-1),
+     "temperature must be at least 0, got -1 (0: greedy; e.g. 0.8 to sample)"),
+    (lambda: d2l.predict_ch8("ab", 3, d2l.RNNModelScratch(6, 3), _CharVocab("abc ")),
+     "the vocabulary has 5 tokens but the model 6: pass the vocabulary the model was trained with"),
+    (lambda: d2l.train_epoch_ch8(d2l.RNNModelScratch(4, 3), [], None, 1.0),
+     "the training iterator produced no minibatch: use a smaller batch size or number of steps, or a "
+     "longer corpus"),
+    (lambda: d2l.evaluate_perplexity(d2l.RNNModelScratch(4, 3), []),
+     "the evaluation iterator produced no minibatch: hold out more text"),
+    (lambda: d2l.RNNModelScratch(0, 5), "vocab_size must be at least 1, got 0 (len(vocab))"),
+    (lambda: d2l.RNNModelScratch(5, 0), "num_hiddens must be at least 1, got 0 (hidden units, e.g. 512)"),
+    (lambda: d2l.make_model("scratch", 0, 5), "vocab_size must be at least 1, got 0 (len(vocab))"),
+    (lambda: d2l.make_model("concise", 5, 0),
+     "num_hiddens must be at least 1, got 0 (hidden units, e.g. 512)"),
+    (lambda: d2l.RNNModel(d2l.rnn_layer(5, 3), 0), "vocab_size must be at least 1, got 0 (len(vocab))"),
+]
+
+
+@pytest.mark.parametrize("call, message", EXACT_MESSAGES)
+def test_errors_say_what_is_wrong_and_how_to_fix_it_word_for_word(call, message):
+    with pytest.raises(d2l.D2LRNNError) as err:
+        call()
+    assert str(err.value) == message
+
+
+def _failing_at(monkeypatch, calls, value=math.nan):
+    """Make every train step built from now on return a loss of ``value`` at the given call numbers
+    (counted over the run), recording the parameters that go into each call."""
+    from d2lrnn import train
+
+    real, inputs = train.make_train_step, []
+
+    def make_train_step(*args, **kwargs):
+        step = real(*args, **kwargs)
+
+        def failing(params, X, Y, state):
+            inputs.append(params)
+            l, new_params, new_state = step(params, X, Y, state)
+            return (l * value if len(inputs) in calls else l), new_params, new_state
+
+        return failing
+
+    monkeypatch.setattr(train, "make_train_step", make_train_step)
+    return inputs
+
+
+def test_a_nan_loss_at_the_very_first_step_keeps_the_initial_parameters(monkeypatch):
+    net = d2l.RNNModelScratch(12, 5)
+    initial = net.params
+    _failing_at(monkeypatch, {1})
+    with pytest.raises(d2l.TrainingError) as err:
+        d2l.train_ch8(net, _batches(), None, 0.5, 2, progress=False, verbose=False)
+    assert str(err.value) == ("loss became nan at epoch 1, step 1: the run diverged; lower the learning rate "
+                              "(--lr) or clip gradients harder (--clip); the last parameters whose loss was "
+                              "finite are kept")
+    assert err.value.cause == ("loss became nan at epoch 1, step 1: the run diverged; lower the learning "
+                               "rate (--lr) or clip gradients harder (--clip)")
+    assert net.params is initial
+
+
+def test_a_nan_loss_first_in_epoch_2_keeps_the_parameters_of_the_last_step_of_epoch_1(monkeypatch):
+    net = d2l.RNNModelScratch(12, 5)
+    inputs = _failing_at(monkeypatch, {len(_batches()) + 1})  # the first step of epoch 2
+    with pytest.raises(d2l.TrainingError, match="^loss became nan at epoch 2, step 1: ") as err:
+        d2l.train_ch8(net, _batches(), None, 0.5, 3, progress=False, verbose=False)
+    assert (err.value.epoch, err.value.step) == (2, 1)
+    assert net.params is inputs[-2]  # what went into epoch 1's last step: its loss was finite
+
+
+def test_an_update_that_overflows_names_its_step_and_keeps_what_went_in():
+    net = d2l.RNNModelScratch(12, 5)
+    initial = net.params
+    with pytest.raises(d2l.TrainingError) as err:
+        d2l.train_epoch_ch8(net, _batches(), None, 1e300)  # no epoch given: epoch 1
+    loss = str(err.value).split("(loss ")[1].split(")")[0]
+    assert str(err.value) == (f"the update at epoch 1, step 1 made parameters NaN or inf (loss {loss}): "
+                              "the run diverged; lower the learning rate (--lr) or clip gradients harder "
+                              "(--clip); the parameters before that update are kept")
+    assert float(loss) == pytest.approx(math.log(12), abs=0.01)  # log V (untrained), printed to 3 digits
+    assert net.params is initial
+
+
+def test_the_divergence_rule_is_above_twice_the_vocabulary_size_not_at_it():
+    net = d2l.RNNModelScratch(12, 5)
+    start = net.params
+    guard = d2l.train.LastGood(start)
+    guard.check_epoch(net, 24.0, 1)  # exactly 2 x V: still a run
+    net.params = [p + 1.0 for p in net.params]
+    with pytest.raises(d2l.TrainingError) as err:
+        guard.check_epoch(net, 24.001, 2)
+    assert str(err.value) == ("training perplexity 24.00 in epoch 2 is above 2 x the vocabulary size 12 (a "
+                              "uniform guess scores 12): the run diverged; lower the learning rate (--lr) or "
+                              "clip gradients harder (--clip); the parameters from the end of epoch 1 are "
+                              "kept")
+    assert (err.value.epoch, err.value.step) == (2, None)
+    assert net.params is start  # what epoch 2 started from
+    with pytest.raises(d2l.TrainingError, match="the parameters from before training are kept$"):
+        d2l.train.LastGood(start).check_epoch(net, math.inf, 1)
+
+
+# -- the defaults of train_epoch_ch8 and what it reports ------------------------------------------------
+
+
+def _scaled_net(V=12, h=5, scale=2.0, seed=3):
+    net = d2l.RNNModelScratch(V, h)
+    r = np.random.default_rng(seed)
+    net.params = [ops.from_numpy((scale * r.standard_normal(ops.shape(p))).astype(np.float32))
+                  for p in net.params]
+    return net
+
+
+def test_the_default_step_is_sgd_at_rate_1_clipped_at_norm_1():
+    from tests import reference
+
+    net = _scaled_net()
+    params = to_numpy_tree(net.params)
+    X, Y = _batches(n=1)[0]
+    X, Y = ops.to_numpy(X), ops.to_numpy(Y)
+    _, grads, _ = reference.loss_and_grads(params, X, Y, np.zeros((4, 5)))
+    assert np.sqrt(sum((g * g).sum() for g in grads)) > 1  # so that the clipping binds
+    d2l.train_epoch_ch8(net, [(ops.from_numpy(X), ops.from_numpy(Y))])
+    _, _, expected, _ = reference.sgd_step(params, X, Y, np.zeros((4, 5)), 1.0, 1.0)
+    for got, want in zip(to_numpy_tree(net.params), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # float32 against float64
+
+
+def test_a_loss_given_to_train_epoch_ch8_is_the_one_minimised():
+    doubled = _scaled_net(scale=0.1)
+    plain = _scaled_net(scale=0.1)
+    d2l.train_epoch_ch8(doubled, _batches(n=1), lambda Y_hat, Y: 2.0 * d2l.train.lm_loss(Y_hat, Y), 0.1)
+    d2l.train_epoch_ch8(plain, _batches(n=1), None, 0.2)  # twice the loss at lr 0.1 = the loss at lr 0.2
+    for a, b in zip(to_numpy_tree(doubled.params), to_numpy_tree(plain.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_perplexity_weighs_each_minibatch_by_its_tokens():
+    # Two minibatches of 3 x 4 and 1 x 4 tokens: the perplexity is exp of the mean over all 16 tokens,
+    # not of the mean of the two minibatch means.
+    from tests import reference
+
+    net = _scaled_net(V=7, h=5, scale=0.7)
+    params = to_numpy_tree(net.params)
+    r = np.random.default_rng(8)
+    batches = [(r.integers(0, 7, (3, 4)), r.integers(0, 7, (3, 4))), (r.integers(0, 7, (1, 4)),
+                                                                       r.integers(0, 7, (1, 4)))]
+    tensors = [(ops.from_numpy(X), ops.from_numpy(Y)) for X, Y in batches]
+    losses = [reference.loss(params, X, Y, np.zeros((len(X), 5))) for X, Y in batches]  # a new state each
+    expected = math.exp((12 * losses[0] + 4 * losses[1]) / 16)
+    assert d2l.evaluate_perplexity(net, tensors) == pytest.approx(expected, rel=1e-5)
+    step = d2l.make_train_step(net, 1e-30, None)  # no visible update: the losses are those above
+    ppl, speed = d2l.train_epoch_ch8(net, tensors, step=step)
+    assert ppl == pytest.approx(expected, rel=1e-5)
+
+
+def test_speed_is_tokens_per_second_of_the_epoch():
+    net = d2l.RNNModelScratch(12, 5)
+    start = time.perf_counter()
+    _, speed = d2l.train_epoch_ch8(net, _batches(), None, 1.0)
+    wall = time.perf_counter() - start
+    tokens = 5 * 4 * 6
+    assert tokens / wall <= speed < tokens / 1e-6
+
+
+def test_timer_measures_elapsed_seconds():
+    timer = d2l.Timer()
+    time.sleep(0.01)
+    first = timer.stop()
+    assert 0.01 <= first < 5
+    timer.start()
+    second = timer.stop()
+    assert 0 <= second < first and timer.sum() == pytest.approx(first + second)
+    assert timer.avg() == pytest.approx((first + second) / 2)
+
+
+def test_perplexity_overflows_to_inf_only_past_the_largest_float():
+    assert d2l.train.perplexity(709.0) == pytest.approx(math.exp(709.0))  # 8.2e307: still a number
+    assert d2l.train.perplexity(710.0) == math.inf
+    fmt = d2l.train.format_perplexity
+    assert (fmt(999999.994), fmt(1e6)) == ("999999.99", "1e+06")  # compact from a million on
+
+
+def test_clipping_threshold_may_be_a_tensor():
+    clipped = d2l.grad_clipping([ops.tensor([3.0]), ops.tensor([[4.0]])], ops.tensor(1.0))
+    np.testing.assert_allclose([float(ops.to_numpy(g).sum()) for g in clipped], [0.6, 0.8], rtol=1e-6)
+
+
+# -- what train_ch8 shows ---------------------------------------------------------------------------------
+
+
+class _FakeAnimator:
+    made = []
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.points, self.closed = kwargs, [], False
+        _FakeAnimator.made.append(self)
+
+    def add(self, x, y):
+        self.points.append((x, list(y)))
+
+    def close(self):
+        self.closed = True
+
+
+class _FakeBar:
+    def __init__(self, **kwargs):
+        self.kwargs, self.n, self.postfix = kwargs, 0, []
+
+    def update(self, n=1):
+        self.n += n
+
+    def set_postfix(self, info, refresh=True):
+        self.postfix.append((dict(info), refresh))
+
+
+def test_train_ch8_feeds_the_live_plot_and_the_progress_bar(monkeypatch):
+    from d2lrnn import train
+
+    bars = []
+
+    @contextlib.contextmanager
+    def progress_bar(**kwargs):
+        bars.append(_FakeBar(**kwargs))
+        yield bars[-1]
+
+    _FakeAnimator.made = []
+    monkeypatch.setattr(train, "Animator", _FakeAnimator)
+    monkeypatch.setattr(train, "progress_bar", progress_bar)
+    net = d2l.RNNModelScratch(12, 5)
+    batches = _batches(n=4)
+    history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:2], plot=True, verbose=False)
+    (animator,), (bar,) = _FakeAnimator.made, bars
+    assert animator.kwargs == {"xlabel": "epoch", "ylabel": "perplexity", "legend": ["train", "validation"],
+                               "xlim": [1, 3], "enabled": True,
+                               "title": f"RNNModelScratch, 5 hidden units, {d2l.backend_name()}"}
+    assert animator.points == [(e, [t, v]) for e, t, v in
+                               zip(history["epoch"], history["train_ppl"], history["val_ppl"])]
+    assert animator.closed
+    assert bar.kwargs == {"total": 3 * 4, "unit": "batch", "disable": False, "desc": "train"} and bar.n == 12
+    assert [refresh for _, refresh in bar.postfix] == [False] * 3
+    assert [info["ppl"] for info, _ in bar.postfix] == [f"{p:.2f}" for p in history["train_ppl"]]
+    assert [info["val_ppl"] for info, _ in bar.postfix] == [f"{p:.2f}" for p in history["val_ppl"]]
+    assert [info["tok/s"] for info, _ in bar.postfix] == [f"{s:,.0f}" for s in history["tokens_per_sec"]]
+    # without validation: one line, and no progress bar when asked
+    _FakeAnimator.made = []
+    d2l.train_ch8(net, batches, None, 1.0, 1, progress=False, plot=False, verbose=False)
+    plot = _FakeAnimator.made[0].kwargs
+    assert plot["legend"] == ["train"] and plot["xlim"] == [1, 2]
+    assert bars[-1].kwargs["disable"] is True
+
+
+def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(monkeypatch):
+    from d2lrnn import train
+
+    bars = []
+
+    @contextlib.contextmanager
+    def progress_bar(**kwargs):
+        bars.append(_FakeBar(**kwargs))
+        yield bars[-1]
+
+    monkeypatch.setattr(train, "progress_bar", progress_bar)
+    net = d2l.RNNModelScratch(12, 5)
+    batches = _batches(n=4)
+    first = d2l.train_ch8(net, batches, None, 1.0, 2, val_iter=batches[:1], verbose=False)
+    _FakeAnimator.made = []
+    monkeypatch.setattr(train, "Animator", _FakeAnimator)
+    history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False, history=first)
+    assert _FakeAnimator.made[0].points[:2] == [(1, [first["train_ppl"][0], first["val_ppl"][0]]),
+                                                (2, [first["train_ppl"][1], first["val_ppl"][1]])]
+    assert bars[-1].kwargs["total"] == 4  # one epoch left
+    # seconds go on from where the first run stopped
+    assert first["seconds"][0] < first["seconds"][1] < history["seconds"][2]
+    assert history["seconds"][2] - first["seconds"][1] < 60
+
+
+def test_verbose_training_prints_perplexities_speed_and_two_samples(capsys):
+    vocab = _CharVocab("abc ")
+    net = d2l.RNNModelScratch(len(vocab), 8)
+    r = np.random.default_rng(0)
+    stream = r.integers(1, len(vocab), (4, 31))
+    batches = [(ops.from_numpy(stream[:, i:i + 6]), ops.from_numpy(stream[:, i + 1:i + 7]))
+               for i in (0, 6, 12)]
+    history = d2l.train_ch8(net, batches, vocab, 1.0, 2, val_iter=batches[:1], progress=False,
+                            prefixes=("ab", "c"))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"perplexity {history['train_ppl'][-1]:.1f}, validation perplexity "
+                        f"{history['val_ppl'][-1]:.1f}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on "
+                        f"{ops.cpu()}")
+    assert lines[1:] == [d2l.predict_ch8("ab", 50, net, vocab), d2l.predict_ch8("c", 50, net, vocab)]
+
+
+def test_train_ch8_resets_the_state_per_minibatch_with_random_sampling():
+    from tests import reference
+
+    net = _scaled_net(V=12, h=5, scale=0.3)
+    params = to_numpy_tree(net.params)
+    batches = _batches(n=3)
+    for use_random_iter in (True, False):
+        net.params = [ops.from_numpy(p) for p in params]
+        d2l.train_ch8(net, batches, None, 0.5, 1, use_random_iter=use_random_iter, progress=False,
+                      verbose=False)
+        ref, H = params, np.zeros((4, 5))
+        for X, Y in batches:
+            H = np.zeros((4, 5)) if use_random_iter else H
+            _, _, ref, H = reference.sgd_step(ref, ops.to_numpy(X), ops.to_numpy(Y), H, 0.5, 1.0)
+        for got, want in zip(to_numpy_tree(net.params), ref):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)  # 3 float32 steps vs float64
+
+
+# -- generation details -------------------------------------------------------------------------------------
+
+
+class _VocabUnk3(_CharVocab):
+    """A vocabulary whose unknown token is not index 0 (a reader's own class may do that)."""
+
+    unk = 3
+
+    def __getitem__(self, token):
+        return self.idx_to_token.index(token) if token in self.idx_to_token else 3
+
+
+@pytest.mark.parametrize("prefix", ["a", "ab", "abcab"])
+def test_generation_from_prefixes_of_any_length_follows_the_reference(prefix):
+    from tests import reference
+
+    vocab = _CharVocab("abcdef")
+    net = _scaled_net(V=len(vocab), h=6, scale=1.5, seed=11)
+    ids = reference.decode(to_numpy_tree(net.params), [vocab[c] for c in prefix], 20)
+    assert d2l.predict_ch8(prefix, 20, net, vocab) == prefix + "".join(vocab.to_tokens(ids))
+
+
+def test_the_vocabularys_own_unknown_token_is_never_generated():
+    from tests import reference
+
+    vocab = _VocabUnk3("abcdef")
+    net = _scaled_net(V=len(vocab), h=6, scale=1.5, seed=12)
+    params = to_numpy_tree(net.params)
+    params[4][3] += 50.0  # make 'c' (index 3, the unknown token here) the model's favourite
+    net.params = [ops.from_numpy(p) for p in params]
+    text = d2l.predict_ch8("ab", 30, net, vocab)
+    assert "c" not in text[2:]
+    assert text == "ab" + "".join(vocab.to_tokens(reference.decode(params, [1, 2], 30, forbidden=3)))
+
+
+def test_sampling_at_a_low_temperature_does_not_overflow():
+    rng = np.random.default_rng(0)
+    logits = np.array([0.0, 1000.0, 999.0, -5.0])
+    draws = [d2l.train.next_token(logits, 0.5, rng) for _ in range(2000)]
+    # softmax([1000, 999] / 0.5) = (0.881, 0.119): both finite, <unk> (index 0) never
+    share = draws.count(1) / len(draws)
+    assert set(draws) == {1, 2} and 0.85 < share < 0.91

@@ -356,8 +356,13 @@ def custom_vjp(fwd, bwd):
 
 
 def compile(fn):  # noqa: A001
-    """``tf.function(fn)``: traced once per input signature, then run as one graph."""
-    return tf.function(fn, reduce_retracing=True)
+    """``tf.function(fn)``: traced once per input signature, then run as one graph.
+
+    Each distinct input shape gets its own trace (a short last minibatch is a second one): with
+    ``reduce_retracing`` TensorFlow would instead trace once more with unknown dimensions, and
+    the time loop and reshapes above the shim need known ones.
+    """
+    return tf.function(fn, reduce_retracing=False)
 
 
 def try_gpu(i=0):

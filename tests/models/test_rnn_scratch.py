@@ -67,7 +67,8 @@ def _loss_of(forward, inputs_fn):
     return run
 
 
-@pytest.mark.parametrize("form, T", [("indices", 4), ("one_hot", 4), ("indices", 1)])
+# T = 1 and 2 are the edge cases of the BPTT weight gradient (no stored state before the last; one)
+@pytest.mark.parametrize("form, T", [("indices", 4), ("one_hot", 4), ("indices", 1), ("indices", 2)])
 def test_fast_form_equals_textbook_form_with_gradients(form, T):
     V, h, B = 6, 5, 3
     r = np.random.default_rng(1)
@@ -105,3 +106,58 @@ def test_sizes_that_make_no_model_are_refused(vocab_size, num_hiddens, message):
         d2l.RNNModelScratch(vocab_size, num_hiddens)
     with pytest.raises(d2l.ArgumentError, match=message):
         d2l.make_model("concise", vocab_size, num_hiddens)
+
+
+def _devices_seen(monkeypatch):
+    """Record the ``device`` that each tensor-making shim call receives on the active backend."""
+    module, seen = d2l.get_backend(), []
+    for name in ("normal", "zeros", "tensor"):
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, device=None, **kwargs):
+            seen.append(device)
+            return _real(*args, device=device, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["scratch", "concise"])
+def test_the_device_reaches_every_tensor_a_model_makes(kind, monkeypatch):
+    # The book passes its device (a GPU when there is one) to every function that makes tensors; a
+    # tensor made elsewhere would make the first matmul fail (or copy on every step) on a GPU.
+    device = ops.cpu()
+    seen = _devices_seen(monkeypatch)
+    net = d2l.make_model(kind, 6, 4, device)
+    state = net.begin_state(3, device)
+    params = d2l.get_params(6, 4, device)
+    state2 = d2l.init_rnn_state(2, 4, device)
+    d2l.predict_ch8("ab", 3, net, _Letters(), device)
+    assert len(params) == 5 and ops.shape(state[0]) == (3, 4) and ops.shape(state2[0]) == (2, 4)
+    assert len(seen) >= 5 + 1 + 5 + 1 + 3
+    assert all(d == device for d in seen), seen
+
+
+class _Letters:
+    idx_to_token = ["<unk>", "a", "b", "c", "d", "e"]
+
+    def __getitem__(self, token):
+        return self.idx_to_token.index(token)
+
+    def __len__(self):
+        return 6
+
+    def to_tokens(self, ids):
+        return [self.idx_to_token[i] for i in ids]
+
+
+def test_a_model_on_the_textbook_step_equals_the_fast_one():
+    # RNNModelScratch feeds one-hot inputs to a forward function that does not take indices
+    d2l.manual_seed(3)
+    fast = d2l.RNNModelScratch(6, 4)
+    textbook = d2l.RNNModelScratch(6, 4, None, lambda *a: fast.params, d2l.init_rnn_state, rnn_textbook)
+    X = ops.from_numpy(np.random.default_rng(4).integers(0, 6, (3, 5)))
+    (Y1, (H1,)), (Y2, (H2,)) = fast(X, fast.begin_state(3)), textbook(X, textbook.begin_state(3))
+    assert ops.shape(Y2) == (5 * 3, 6)
+    assert_close(ops.to_numpy(Y2), ops.to_numpy(Y1), rtol=1e-5, atol=1e-6)  # float32, other order
+    assert_close(ops.to_numpy(H2), ops.to_numpy(H1), rtol=1e-5, atol=1e-6)
