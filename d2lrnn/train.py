@@ -43,6 +43,10 @@ class Timer:
         return sum(self.times)
 
 
+def _number(x):
+    return float(x) if isinstance(x, (int, float, np.number)) else float(ops.to_numpy(x))
+
+
 class Accumulator:
     """Sums over ``n`` variables (the book's ``Accumulator``)."""
 
@@ -50,7 +54,8 @@ class Accumulator:
         self.data = [0.0] * n
 
     def add(self, *args):
-        self.data = [a + float(b) for a, b in zip(self.data, args)]
+        """Add one number (or one-element tensor) to each sum."""
+        self.data = [a + _number(b) for a, b in zip(self.data, args)]
 
     def reset(self):
         self.data = [0.0] * len(self.data)

@@ -615,16 +615,18 @@ def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(mo
     monkeypatch.setattr(train, "progress_bar", progress_bar)
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
-    first = d2l.train_ch8(net, batches, None, 1.0, 2, val_iter=batches[:1], verbose=False)
+    start = time.perf_counter()
+    first = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False)
+    assert first["seconds"][0] <= time.perf_counter() - start  # counted from the start of the run
+    first["seconds"] = [s + 100.0 for s in first["seconds"]]  # as if the first run had taken longer
     _FakeAnimator.made = []
     monkeypatch.setattr(train, "Animator", _FakeAnimator)
-    history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False, history=first)
-    assert _FakeAnimator.made[0].points[:2] == [(1, [first["train_ppl"][0], first["val_ppl"][0]]),
-                                                (2, [first["train_ppl"][1], first["val_ppl"][1]])]
-    assert bars[-1].kwargs["total"] == 4  # one epoch left
+    history = d2l.train_ch8(net, batches, None, 1.0, 4, val_iter=batches[:1], verbose=False, history=first)
+    assert _FakeAnimator.made[0].points[:3] == [(e, [first["train_ppl"][e - 1], first["val_ppl"][e - 1]])
+                                                for e in (1, 2, 3)]
+    assert bars[-1].kwargs["total"] == 4  # one epoch of 4 batches left
     # seconds go on from where the first run stopped
-    assert first["seconds"][0] < first["seconds"][1] < history["seconds"][2]
-    assert history["seconds"][2] - first["seconds"][1] < 60
+    assert 0 < history["seconds"][3] - first["seconds"][2] < 60
 
 
 def test_verbose_training_prints_perplexities_speed_and_two_samples(capsys):
@@ -634,7 +636,7 @@ def test_verbose_training_prints_perplexities_speed_and_two_samples(capsys):
     stream = r.integers(1, len(vocab), (4, 31))
     batches = [(ops.from_numpy(stream[:, i:i + 6]), ops.from_numpy(stream[:, i + 1:i + 7]))
                for i in (0, 6, 12)]
-    history = d2l.train_ch8(net, batches, vocab, 1.0, 2, val_iter=batches[:1], progress=False,
+    history = d2l.train_ch8(net, batches, vocab, 1.0, 3, val_iter=batches[:1], progress=False,
                             prefixes=("ab", "c"))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (f"perplexity {history['train_ppl'][-1]:.1f}, validation perplexity "
@@ -703,3 +705,83 @@ def test_sampling_at_a_low_temperature_does_not_overflow():
     # softmax([1000, 999] / 0.5) = (0.881, 0.119): both finite, <unk> (index 0) never
     share = draws.count(1) / len(draws)
     assert set(draws) == {1, 2} and 0.85 < share < 0.91
+
+
+def test_accumulator_sums_and_resets():
+    metric = d2l.Accumulator(2)
+    metric.add(1, 2.5)
+    metric.add(ops.tensor(3.0), 0.5)  # a tensor counts as its value (the book's cells add tensors)
+    assert metric.data == [4.0, 3.0] and metric[1] == 3.0
+    metric.reset()
+    assert metric.data == [0.0, 0.0]
+
+
+def test_huge_but_finite_parameters_are_not_divergence_by_themselves():
+    # 8 entries of 1e38: their sum overflows float32, yet each is finite; only their loss decides.
+    net = d2l.RNNModelScratch(2, 2)
+    huge = [ops.from_numpy(np.full(ops.shape(p), 1e38, np.float32)) for p in net.params]
+    guard = d2l.train.LastGood(net.params)
+    assert guard.check_step(net, net.params, ops.tensor(1.5), huge, 1, 1) == 1.5
+    assert net.params is huge
+
+
+def test_an_epoch_run_on_its_own_keeps_its_starting_parameters_on_a_nan_at_step_1():
+    net = d2l.RNNModelScratch(12, 5)
+    initial = net.params
+    step = d2l.make_train_step(net, 0.5)
+    with pytest.raises(d2l.TrainingError, match="^loss became nan at epoch 1, step 1"):
+        d2l.train_epoch_ch8(net, _batches(), step=lambda *a: (step(*a)[0] * math.nan, *step(*a)[1:]))
+    assert net.params is initial
+
+
+def test_on_batch_hears_the_tokens_of_each_minibatch():
+    seen = []
+    d2l.train_epoch_ch8(d2l.RNNModelScratch(12, 5), _batches(n=3), None, 0.1, on_batch=seen.append)
+    assert seen == [4 * 6] * 3
+
+
+def test_a_history_that_is_not_train_ch8s_is_refused_word_for_word():
+    with pytest.raises(d2l.ArgumentError) as err:
+        d2l.train_ch8(d2l.RNNModelScratch(12, 5), _batches(), None, 1.0, 2, history=[1, 2])
+    assert str(err.value) == ("history must be the dict train_ch8 returned (lists epoch, train_ppl, val_ppl, "
+                              "tokens_per_sec, seconds), got list")
+
+
+def test_training_data_without_a_length_trains_with_an_open_progress_bar(monkeypatch):
+    from d2lrnn import train
+
+    bars = []
+
+    @contextlib.contextmanager
+    def progress_bar(**kwargs):
+        bars.append(_FakeBar(**kwargs))
+        yield bars[-1]
+
+    monkeypatch.setattr(train, "progress_bar", progress_bar)
+
+    class Stream:  # an iterable without __len__, as a generator of minibatches is
+        def __iter__(self):
+            return iter(_batches(n=2))
+
+    history = d2l.train_ch8(d2l.RNNModelScratch(12, 5), Stream(), None, 1.0, 2, verbose=False)
+    assert bars[0].kwargs["total"] is None and bars[0].n == 4 and len(history["train_ppl"]) == 2
+
+
+def test_train_ch8_passes_its_device_to_every_state_and_sample(monkeypatch):
+    vocab = _CharVocab("abc ")
+    net = d2l.RNNModelScratch(len(vocab), 4)
+    module, seen = d2l.get_backend(), []
+    for name in ("zeros", "tensor"):
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, device=None, **kwargs):
+            seen.append(device)
+            return _real(*args, device=device, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    r = np.random.default_rng(1)
+    stream = r.integers(1, len(vocab), (2, 13))
+    batches = [(ops.from_numpy(stream[:, i:i + 4]), ops.from_numpy(stream[:, i + 1:i + 5])) for i in (0, 4)]
+    d2l.train_ch8(net, batches, vocab, 1.0, 1, ops.cpu(), val_iter=batches[:1], progress=False,
+                  prefixes=("ab",))
+    assert len(seen) >= 3 and all(d == ops.cpu() for d in seen), seen

@@ -50,7 +50,8 @@ def tensor(data, dtype=None, device=None):
     if isinstance(data, torch.Tensor):
         return data.to(device=device, dtype=_dtype(dtype))
     # not through from_numpy, whose float32/int64 defaults would override ``dtype``
-    t = torch.from_numpy(np.ascontiguousarray(_common.as_numpy(data, dtype)))
+    # (np.require, not np.ascontiguousarray: that one turns a 0-d array into shape (1,))
+    t = torch.from_numpy(np.require(_common.as_numpy(data, dtype), requirements="C"))
     return t if device is None else t.to(device)
 
 

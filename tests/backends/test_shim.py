@@ -244,6 +244,9 @@ def test_float32_and_int64_defaults():
         assert ops.to_numpy(t).dtype == np.float32
     for t in [ops.arange(3), ops.tensor([1, 2]), ops.argmax(ops.tensor([[1.0, 3.0]]), 1)]:
         assert ops.to_numpy(t).dtype == np.int64
+    # a number makes a 0-d tensor, and an explicit dtype is honoured
+    assert ops.shape(ops.tensor(1.5)) == () and ops.shape(ops.tensor(2)) == ()
+    assert ops.to_numpy(ops.tensor([1.5], dtype="float64")).dtype == np.float64
 
 
 def test_book_aliases_and_top_level_names():
