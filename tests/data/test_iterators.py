@@ -237,3 +237,67 @@ def test_the_loader_generator_state_resumes_the_epoch_order():
     other = d2l.SeqDataLoader.from_tokens(np.arange(400), None, 4, 5, True, seed=1)
     other.set_rng_state(state)
     assert [d2l.to_numpy(X).tolist() for X, _ in other] == expected
+
+
+@pytest.mark.parametrize("iterate", [d2l.seq_data_iter_random, d2l.seq_data_iter_sequential])
+def test_a_given_generator_decides_the_batches_not_the_shared_one(iterate):
+    d2l.manual_seed(0)  # the shared generator, in the state default_rng(0) starts in
+    mine = as_numpy(iterate(list(range(60)), 2, 5, rng=np.random.default_rng(5)))
+    d2l.manual_seed(123)
+    again = as_numpy(iterate(list(range(60)), 2, 5, rng=np.random.default_rng(5)))
+    other = as_numpy(iterate(list(range(60)), 2, 5, rng=np.random.default_rng(0)))
+    assert np.array_equal(mine, again) and not np.array_equal(mine, other)
+
+
+def test_the_loaders_serve_what_their_sampling_says():
+    random_lm = d2l.load_data_lm(batch_size=4, num_steps=5, use_random_iter=True, max_tokens=2000, seed=0)[0]
+    for loader in (random_lm, d2l.load_data_time_machine(4, 5, use_random_iter=True, max_tokens=2000)[0]):
+        assert loader.use_random_iter and "random" in repr(loader)
+        (X1, Y1), (X2, _) = as_numpy(loader)[:2]
+        # random subsequences: the rows of the next minibatch do not go on with the text of this one
+        assert not np.array_equal(X2[:, 0], Y1[:, -1])
+    sequential = d2l.load_data_lm(batch_size=4, num_steps=5, max_tokens=2000, seed=0)[0]
+    assert not sequential.use_random_iter
+    (X1, Y1), (X2, _) = as_numpy(sequential)[:2]
+    np.testing.assert_array_equal(X2[:, 0], Y1[:, -1])  # each row goes on with the next token
+
+
+def test_a_loader_knows_its_vocabulary_name_and_size():
+    train_iter, val_iter, vocab = d2l.load_data_lm(batch_size=4, num_steps=5, max_tokens=2000, seed=0)
+    assert train_iter.vocab is vocab and val_iter.vocab is vocab
+    assert repr(train_iter) == ("SeqDataLoader(1800 tokens, batch_size=4, num_steps=5, sequential, "
+                                f"{len(train_iter)} batches per epoch)")
+    assert repr(d2l.SeqDataLoader.from_tokens(np.arange(100), vocab, 2, 5, True)) == (
+        "SeqDataLoader(100 tokens, batch_size=2, num_steps=5, random, 9 batches per epoch)")
+    with pytest.raises(d2l.DataError, match="^token list has 5 tokens, fewer than"):
+        d2l.SeqDataLoader.from_tokens(np.arange(5), vocab, 2, 5, True)
+    with pytest.raises(d2l.DataError, match="^the training split of corpus 'timemachine' has 27 tokens"):
+        d2l.load_data_lm(batch_size=4, num_steps=10, max_tokens=30)
+
+
+@pytest.mark.parametrize("use_random_iter", [True, False])
+@pytest.mark.parametrize("n", [100, 101, 137])
+def test_an_epoch_has_exactly_len_minibatches_for_any_offset(use_random_iter, n):
+    for seed in range(8):  # offsets from 0 to num_steps - 1
+        loader = d2l.SeqDataLoader.from_tokens(np.arange(n), None, 3, 5, use_random_iter, seed=seed)
+        assert len(as_numpy(loader)) == len(loader)
+    fixed = d2l.SeqDataLoader.from_tokens(np.arange(n), None, 3, 5, use_random_iter, random_offset=False)
+    # no offset: every token but the last can start a row
+    expected = ((n - 1) // 5) // 3 if use_random_iter else ((n - 1) // 3) // 5
+    assert len(fixed) == len(as_numpy(fixed)) == expected
+
+
+def test_a_loader_without_its_own_generator_has_no_state_to_save():
+    loader = d2l.SeqDataLoader.from_tokens(np.arange(100), None, 2, 5, True)
+    assert loader.rng_state() is None
+    loader.set_rng_state({"ignored": True})  # nothing to restore: the shared generator is the state
+    assert len(as_numpy(loader)) == len(loader)
+
+
+def test_the_validation_split_just_long_enough_and_its_rows():
+    # 60 tokens, 10% held out: 6 validation tokens = num_steps + 1 for num_steps 5: one row, one batch
+    train_iter, val_iter, _ = d2l.load_data_lm(batch_size=4, num_steps=5, max_tokens=60, seed=0)
+    assert val_iter.num_tokens == 6 and val_iter.batch_size == 1 and len(as_numpy(val_iter)) == 1
+    # 1000 tokens: 100 held out, (100 - 1) // 10 = 9 rows (fewer than the batch size 32)
+    _, val_iter, _ = d2l.load_data_lm(batch_size=32, num_steps=10, max_tokens=1000)
+    assert val_iter.batch_size == 9 and not val_iter.use_random_iter and not val_iter.random_offset
