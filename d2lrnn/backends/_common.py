@@ -69,7 +69,8 @@ def normal_numpy(mean, std, shape):
 
 def arange_numpy(start, stop=None, step=1, dtype=None):
     """``np.arange`` with d2lrnn's dtype rules (integers stay int64, floats become float32)."""
-    a = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    # with stop None, np.arange reads start as the stop and still honours step (arange(5, step=2))
+    a = np.arange(start, stop, step)
     return as_numpy(a, dtype)
 
 

@@ -71,7 +71,7 @@ def from_numpy(array, device=None):
 
 def to_numpy(x):
     """A NumPy array with the values of ``x`` (no gradient attached)."""
-    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+    return np.asarray(x.numpy() if hasattr(x, "numpy") else x)  # .numpy() of a 0-d tensor is a NumPy scalar
 
 
 def astype(x, dtype):

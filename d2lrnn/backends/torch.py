@@ -57,7 +57,7 @@ def tensor(data, dtype=None, device=None):
 
 def from_numpy(array, device=None):
     """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
-    t = torch.from_numpy(np.ascontiguousarray(_common.as_numpy(array)))
+    t = torch.from_numpy(np.require(_common.as_numpy(array), requirements="C"))  # 0-d stays 0-d
     return t if device is None else t.to(device)
 
 
@@ -118,6 +118,7 @@ def unstack(x, axis=0):
 
 def take(x, indices, axis=0):
     """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
+    axis = axis % x.dim()  # a negative axis would index the shapes below from the end
     if axis == 0 and x.dim() == 2:
         return F.embedding(indices, x)  # its backward is a dense scatter, ~10x faster than x[indices]'s
     if axis == 0:
