@@ -301,3 +301,13 @@ def test_the_validation_split_just_long_enough_and_its_rows():
     # 1000 tokens: 100 held out, (100 - 1) // 10 = 9 rows (fewer than the batch size 32)
     _, val_iter, _ = d2l.load_data_lm(batch_size=32, num_steps=10, max_tokens=1000)
     assert val_iter.batch_size == 9 and not val_iter.use_random_iter and not val_iter.random_offset
+
+
+def test_the_loaders_defaults_are_the_books():
+    # load_data_time_machine(batch_size, num_steps): sequential, the first 10,000 characters
+    data_iter, _ = d2l.load_data_time_machine(2, 5)
+    assert not data_iter.use_random_iter and data_iter.num_tokens == 10000
+    # load_data_lm(): The Time Machine, 32 x 35, sequential, all of it, the last tenth held out
+    train_iter, val_iter, _ = d2l.load_data_lm()
+    assert (train_iter.batch_size, train_iter.num_steps, train_iter.use_random_iter) == (32, 35, False)
+    assert (train_iter.num_tokens, val_iter.num_tokens) == (153522, 17058)
