@@ -676,6 +676,20 @@ def test_train_ch8_resets_the_state_per_minibatch_with_random_sampling():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)  # 3 float32 steps vs float64
 
 
+def test_train_epoch_ch8_carries_the_state_by_default():
+    from tests import reference
+
+    net = _scaled_net(V=12, h=5, scale=0.3)
+    params = to_numpy_tree(net.params)
+    batches = _batches(n=3)
+    d2l.train_epoch_ch8(net, batches, None, None, None, step=d2l.make_train_step(net, 0.5))
+    ref, H = params, np.zeros((4, 5))
+    for X, Y in batches:  # the book's default is sequential sampling: the state is carried
+        _, _, ref, H = reference.sgd_step(ref, ops.to_numpy(X), ops.to_numpy(Y), H, 0.5, 1.0)
+    for got, want in zip(to_numpy_tree(net.params), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)  # 3 float32 steps vs float64
+
+
 # -- generation details -------------------------------------------------------------------------------------
 
 
