@@ -52,9 +52,25 @@ from .errors import (
     RunFolderError,
     TrainingError,
 )
-from .models import make_model
-from .models.rnn_concise import RNNModel
-from .models.rnn_scratch import RNNModelScratch, get_params, init_rnn_state, rnn, rnn_textbook
+from .models import (
+    RNNModel,
+    RNNModelScratch,
+    StackedRNNModelScratch,
+    get_gru_params,
+    get_lstm_params,
+    get_params,
+    gru,
+    gru_textbook,
+    init_gru_state,
+    init_lstm_state,
+    init_rnn_state,
+    lstm,
+    lstm_textbook,
+    make_model,
+    rnn,
+    rnn_layer,
+    rnn_textbook,
+)
 from .progress import Animator, progress_bar
 from .train import (
     Accumulator,
@@ -80,8 +96,9 @@ __all__ = [
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus", "ngram_counts", "NGramLM",
     "select_k", "ngram_perplexities", "baseline_perplexity", "plot_zipf", "seq_data_iter_random",
     "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine", "load_data_lm",
-    "models", "make_model", "RNNModel", "get_params", "init_rnn_state", "rnn", "rnn_textbook",
-    "RNNModelScratch", "Animator", "progress_bar",
+    "models", "make_model", "RNNModel", "RNNModelScratch", "StackedRNNModelScratch", "rnn_layer",
+    "get_params", "init_rnn_state", "rnn", "rnn_textbook", "get_gru_params", "init_gru_state", "gru",
+    "gru_textbook", "get_lstm_params", "init_lstm_state", "lstm", "lstm_textbook", "Animator", "progress_bar",
     "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
     "save_checkpoint", "load_checkpoint", "checkpoint_info",

@@ -1,9 +1,10 @@
 """Checkpoints: one backend-neutral ``.npz`` file per trained model, written atomically.
 
-A checkpoint holds the five parameters in the from-scratch layout
-``[W_xh, W_hh, b_h, W_hq, b_q]`` as float32 arrays and one JSON string of metadata
-(format version, model kind and sizes, the vocabulary, hyperparameters, training history,
-the backend it was saved on). No framework objects and no pickles, so a model trained on
+A checkpoint holds the model's parameters in the book's layout as float32 arrays, each under its
+name (``W_xh``, ..., ``l1.W_xh``, ..., ``W_hq``, ``b_q``), and one JSON string of metadata
+(format version, the model's settings: kind, cell, sizes, layers, directions; the vocabulary,
+hyperparameters, training history, the backend it was saved on). Format 1 files (the one-layer
+RNN, before cells and layers) still load. No framework objects and no pickles, so a model trained on
 one backend loads on any other.
 
 Files are written to a temporary file in the target's folder, synced, then renamed over
@@ -19,19 +20,24 @@ import numpy as np
 
 from . import ops
 from .atomic import atomic_write
-from .backends import _common, backend_name
+from .backends import backend_name, generator_state_kept
 from .data import Vocab
 from .errors import CheckpointError, D2LRNNError
-from .models import make_model
+from .models import RecurrentStack, make_model
 
 __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer", "atomic_write"]
 
 #: Bumped when the layout changes so that an older reader refuses what it cannot read.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FORMAT_NAME = "d2lrnn-checkpoint"
+#: The parameters of a format-1 checkpoint (a one-layer RNN).
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
+#: The model settings a checkpoint records (``net.config()``), with their format-1 defaults.
+MODEL_DEFAULTS = {"cell": "rnn", "num_layers": 1, "bidirectional": False, "dropout": 0.0,
+                  "reset_after": False}
 _META_KEY = "meta"
-INFO_KEYS = ("kind", "backend", "format_version", "d2lrnn_version", "hparams", "history", "resume")
+INFO_KEYS = ("kind", "cell", "num_layers", "bidirectional", "dropout", "reset_after", "backend",
+             "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 
 def _write_npz(file, arrays):
@@ -42,9 +48,9 @@ def _write_npz(file, arrays):
 def _metadata(net, vocab, hparams, history, resume):
     from . import __version__
 
-    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": net.kind,
-            "vocab_size": int(net.vocab_size), "num_hiddens": int(net.num_hiddens),
-            "vocab": vocab.to_dict(), "hparams": dict(hparams or {}), "history": dict(history or {}),
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **net.config(),
+            "param_names": list(net.param_names), "vocab": vocab.to_dict(), "hparams": dict(hparams or {}),
+            "history": dict(history or {}),
             "backend": backend_name(), "d2lrnn_version": __version__}
     if resume is not None:
         meta["resume"] = dict(resume)
@@ -62,8 +68,11 @@ def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None):
     if len(vocab) != net.vocab_size:
         raise CheckpointError(f"the vocabulary has {len(vocab)} tokens but the model expects "
                               f"{net.vocab_size}: save the vocabulary the model was trained with")
+    if net.kind == "custom":
+        raise CheckpointError("a model built from your own get_params/forward functions cannot be saved: "
+                              "build it with d2l.make_model (or d2l's get_*_params and cells) to save it")
     arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
-              for name, p in zip(PARAM_NAMES, net.scratch_params(), strict=True)}
+              for name, p in zip(net.param_names, net.scratch_params(), strict=True)}
     meta = json.dumps(_metadata(net, vocab, hparams, history, resume), ensure_ascii=False, default=str)
     arrays[_META_KEY] = np.array(meta)  # a unicode array: loads without pickle
     return lambda file: _write_npz(file, arrays)
@@ -113,7 +122,11 @@ def _read(path):
             if _META_KEY not in data.files:
                 raise CheckpointError(not_ours)
             meta = json.loads(str(data[_META_KEY]))
-            arrays = [data[name] for name in PARAM_NAMES]
+            names = meta.get("param_names", PARAM_NAMES) if isinstance(meta, dict) else PARAM_NAMES
+            if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+                raise CheckpointError(f"checkpoint {path} is corrupt: its parameter names are not a list of "
+                                      "names: save it again")
+            arrays = {name: data[name] for name in names}
     except D2LRNNError:
         raise
     except (KeyError, ValueError) as err:  # a missing array, or a file that is not an .npz at all
@@ -140,8 +153,13 @@ def _check_version(path, meta):
 #: What each metadata field must be: (types, what to call it in an error).
 _META_TYPES = {
     "kind": (str, "a model name"),
+    "cell": (str, "a cell name"),
     "vocab_size": (int, "a whole number"),
     "num_hiddens": (int, "a whole number"),
+    "num_layers": (int, "a whole number"),
+    "bidirectional": (bool, "true or false"),
+    "dropout": ((int, float), "a number"),
+    "reset_after": (bool, "true or false"),
     "vocab": (dict, "a mapping"),
     "hparams": (dict, "a mapping of settings"),
     "history": (dict, "a mapping of lists"),
@@ -150,27 +168,52 @@ _META_TYPES = {
 
 
 def _check_meta(path, meta):
+    if meta.get("format_version") == 1:  # before cells and layers: a one-layer RNN
+        meta.update({k: v for k, v in MODEL_DEFAULTS.items() if k not in meta})
     for key, (types, what) in _META_TYPES.items():
         value = meta.get(key)
-        if not isinstance(value, types) or isinstance(value, bool):
+        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
             raise CheckpointError(f"checkpoint {path} is corrupt: its {key!r} is {type(value).__name__}, "
                                   f"not {what}: save it again")
-    for key in ("vocab_size", "num_hiddens"):
+    for key in ("vocab_size", "num_hiddens", "num_layers"):
         if meta[key] < 1:
             raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}: save it again")
 
 
+def _expected_shapes(path, meta):
+    """``{name: shape}`` of the model the metadata describes, without building it."""
+    kind = {"rnn_scratch": "scratch", "rnn_concise": "concise"}.get(meta["kind"], meta["kind"])
+    if kind not in ("scratch", "concise"):
+        raise CheckpointError(f"checkpoint {path} holds a {meta['kind']!r} model, which this d2lrnn cannot "
+                              "build (it knows 'scratch' and 'concise'): upgrade d2lrnn")
+    try:
+        layer = RecurrentStack(meta["cell"], meta["vocab_size"], meta["num_hiddens"], meta["num_layers"],
+                               meta["bidirectional"], meta["dropout"], meta["reset_after"])
+    except D2LRNNError as err:
+        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
+                              "upgrade d2lrnn, or save it again") from None
+    names = layer.names + ("W_hq", "b_q")
+    shapes = layer.shapes() + [(layer.num_outputs, meta["vocab_size"]), (meta["vocab_size"],)]
+    return dict(zip(names, shapes))
+
+
 def _check_arrays(path, meta, arrays):
-    """float32 arrays of the shapes the sizes give, every value finite."""
+    """The parameters the model needs, float32, of the shapes the sizes give, every value finite."""
+    expected = _expected_shapes(path, meta)
+    if list(arrays) != list(expected):
+        missing = [n for n in expected if n not in arrays]
+        what = f"lacks {', '.join(missing)}" if missing else \
+            f"holds {', '.join(n for n in arrays if n not in expected) or 'its parameters in another order'}"
+        raise CheckpointError(f"checkpoint {path} is corrupt: it {what} for a {meta['num_layers']}-layer "
+                              f"{meta['cell']} model: save it again")
     V, h = meta["vocab_size"], meta["num_hiddens"]
-    expected = [(V, h), (h, h), (h,), (h, V), (V,)]
-    for name, a, shape in zip(PARAM_NAMES, arrays, expected):
+    for name, a in arrays.items():
         if a.dtype != np.float32:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} holds {a.dtype} values, not "
                                   "float32: save it again with d2lrnn")
-        if a.shape != shape:
+        if a.shape != expected[name]:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} has shape {a.shape}, expected "
-                                  f"{shape} for vocab {V} and {h} hidden units: save it again")
+                                  f"{expected[name]} for vocab {V} and {h} hidden units: save it again")
         bad = a.size - int(np.isfinite(a).sum())
         if bad:
             raise CheckpointError(f"checkpoint {path} holds {bad} NaN or infinite values in {name}: it is "
@@ -213,9 +256,10 @@ def load_checkpoint(path, device=None):
     """
     path, meta, arrays, vocab = _validated(path)
     try:
-        with _common.generator_state_kept():  # the initial draw is overwritten: leave the seed alone
-            net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device)
+        with generator_state_kept():  # the initial draw is overwritten: leave the seed alone
+            net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"],
+                             meta["num_layers"], meta["bidirectional"], meta["dropout"], meta["reset_after"])
     except D2LRNNError as err:
         raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
-    net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays])
+    net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays.values()])
     return net, vocab, {key: meta.get(key) for key in INFO_KEYS}

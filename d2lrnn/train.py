@@ -6,6 +6,8 @@ same code runs under HIPS autograd (which forbids in-place writes), torch, Tenso
 """
 
 import contextlib
+import functools
+import inspect
 import math
 import time
 
@@ -91,11 +93,17 @@ def lm_loss(Y_hat, Y):
     return ops.mean(ops.softmax_cross_entropy(Y_hat, ops.reshape(ops.transpose(Y), (-1,))))
 
 
-def _objective(net, loss):
-    """``(params, X, Y, state) -> (loss, new_state)``: what training differentiates."""
+def _objective(net, loss, training):
+    """``(params, X, Y, state) -> (loss, new_state)``: what training differentiates.
+
+    ``training`` turns dropout on, for models whose ``forward`` takes it (a reader's own
+    ``forward(params, X, state)`` is called as it is).
+    """
+    takes_flag = "training" in inspect.signature(net.forward).parameters
+    forward = functools.partial(net.forward, training=True) if training and takes_flag else net.forward
 
     def objective(params, X, Y, state):
-        Y_hat, new_state = net.forward(params, X, state)
+        Y_hat, new_state = forward(params, X, state)
         return loss(Y_hat, Y), new_state
 
     return objective
@@ -109,7 +117,7 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss):
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     if clip is not None:
         clip = checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
-    value_and_grad = ops.value_and_grad(_objective(net, loss), has_aux=True)
+    value_and_grad = ops.value_and_grad(_objective(net, loss, training=True), has_aux=True)
 
     def step(params, X, Y, state):
         (l, new_state), grads = value_and_grad(params, X, Y, state)
@@ -122,7 +130,7 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss):
 
 def make_eval_step(net, loss=lm_loss):
     """A compiled step ``(params, X, Y, state) -> (loss, new_state)`` without gradients."""
-    return ops.compile(_objective(net, loss))
+    return ops.compile(_objective(net, loss, training=False))
 
 
 def perplexity(mean_loss):

@@ -52,7 +52,8 @@ def test_round_trip_on_the_active_backend_is_exact(kind, tmp_path, backend):
         np.testing.assert_array_equal(a, b)
     assert vocab2 == vocab and vocab2.token_freqs == vocab.token_freqs
     assert _greedy(net2, vocab2) == _greedy(net, vocab)
-    assert info == {"kind": net.kind, "backend": backend, "format_version": checkpoint.FORMAT_VERSION,
+    assert info == {"kind": net.kind, "cell": "rnn", "num_layers": 1, "bidirectional": False, "dropout": 0.0,
+                    "reset_after": False, "backend": backend, "format_version": checkpoint.FORMAT_VERSION,
                     "d2lrnn_version": d2l.__version__, "hparams": hparams, "history": history, "resume": None}
     assert d2l.checkpoint_info(path) == info
 
@@ -186,6 +187,37 @@ def _rewrite_meta(path, change):
     np.savez(path, **arrays)
 
 
+@pytest.mark.parametrize("old_kind", ["rnn_scratch", "rnn_concise"])
+def test_a_format_1_checkpoint_still_loads(old_kind, tmp_path):
+    # Format 1 (before cells and layers): the one-layer RNN's five arrays, kinds 'rnn_scratch' and
+    # 'rnn_concise', no model settings and no parameter names in the metadata.
+    net, vocab = _small()
+    net.params = [p + 0.01 * i for i, p in enumerate(net.params)]
+    path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab)
+
+    def to_format_1(meta):
+        for key in ("cell", "num_layers", "bidirectional", "dropout", "reset_after", "param_names"):
+            del meta[key]
+        meta.update(format_version=1, kind=old_kind)
+
+    _rewrite_meta(path, to_format_1)
+    net2, _, info = d2l.load_checkpoint(path)
+    assert net2.kind == old_kind[4:] and net2.param_names == ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
+    assert (info["cell"], info["num_layers"], info["format_version"]) == ("rnn", 1, 1)
+    for a, b in zip(_numpy_params(net2), _numpy_params(net), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_checkpoint_of_a_cell_this_code_cannot_build_is_refused(tmp_path):
+    net, vocab = _small()
+    path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab)
+    _rewrite_meta(path, lambda m: m.update(cell="transformer"))
+    with pytest.raises(d2l.CheckpointError, match="cannot build .*unknown cell 'transformer'.*upgrade") \
+            as err:
+        d2l.load_checkpoint(path)
+    _assert_one_line_naming(err, path)
+
+
 def test_a_newer_format_version_is_refused_with_the_fix(tmp_path):
     net, vocab = _small()
     path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab)
@@ -203,7 +235,7 @@ def test_metadata_that_does_not_match_the_arrays_is_corrupt(tmp_path):
     with pytest.raises(d2l.CheckpointError, match=r"corrupt: W_xh has shape \(28, 4\), expected \(28, 5\)"):
         d2l.load_checkpoint(path)
     _rewrite_meta(path, lambda m: m.update(num_hiddens=4, kind="transformer"))
-    with pytest.raises(d2l.CheckpointError, match="corrupt.*unknown model 'transformer'") as err:
+    with pytest.raises(d2l.CheckpointError, match="holds a 'transformer' model, which this d2lrnn") as err:
         d2l.load_checkpoint(path)
     _assert_one_line_naming(err, path)
 

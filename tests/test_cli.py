@@ -47,7 +47,7 @@ def _baselines():
 def test_train_writes_a_checkpoint_a_metrics_csv_and_a_plot(tiny_run, backend):
     _, out = tiny_run
     net, vocab, info = d2l.load_checkpoint(out / "model.npz")
-    assert (net.kind, net.num_hiddens, len(vocab), info["backend"]) == ("rnn_scratch", 16, 28, backend)
+    assert (net.kind, net.num_hiddens, len(vocab), info["backend"]) == ("scratch", 16, 28, backend)
     assert info["hparams"]["epochs"] == 2 and info["hparams"]["prefixes"] == ["time traveller", "traveller"]
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.reader(f))
@@ -109,7 +109,7 @@ def test_concise_model_random_sampling_and_the_default_output_folder(tmp_path, m
     out = tmp_path / "runs" / f"timemachine-{backend}-concise-1"
     assert sorted(os.listdir(out)) == RUN_FILES
     net, _, info = d2l.load_checkpoint(out / "model.npz")
-    assert net.kind == "rnn_concise" and info["hparams"]["sampling"] == "random"
+    assert net.kind == "concise" and info["hparams"]["sampling"] == "random"
     assert "RNN (concise)" in capsys.readouterr().out
 
 

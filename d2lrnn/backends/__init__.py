@@ -7,13 +7,12 @@ with the same signature. Code above the shim calls them through
 A new backend is one new module here plus one tox env: the list of valid names
 is read from this folder.
 
-RNN layers: ``rnn_layer(num_inputs, num_hiddens, native=None)`` returns an object with
-``native`` (the framework's layer, or None), ``num_inputs``, ``num_hiddens``,
-``forward(params, X, H) -> (Y, H_T)`` for X of shape (num_steps, batch, num_inputs) and Y of
-shape (num_steps, batch, num_hiddens), and conversions between its parameter list and the
-from-scratch ``W_xh, W_hh, b_h``: ``from_scratch(W_xh, W_hh, b_h)`` and ``to_scratch(params)``.
-Passing ``native`` wraps a layer the reader built (one layer, one direction, tanh).
+Recurrent layers: a backend does not implement them. ``native_rnn()`` returns a
+:class:`NativeRNN` declaring the framework's own layers (how to build, describe and call them, and
+how they store the book's parameters), or None where it has none (NumPy); the cells' equations and
+the adapter live above the shim, in :mod:`d2lrnn.models`.
 """
+
 
 import contextlib
 import functools
@@ -23,7 +22,16 @@ import pkgutil
 
 from ..errors import BackendError
 from . import _common
-from ._common import generator_state, set_generator_state  # noqa: F401 - part of this package's API
+
+# The shared NumPy generator behind every backend's ``normal`` (and the data iterators): public here,
+# so that code above the shim never reaches into the backends' private helpers.
+from ._common import (  # noqa: F401 - part of this package's API
+    NativeRNN,
+    generator,
+    generator_state,
+    generator_state_kept,
+    set_generator_state,
+)
 
 #: Every function a backend must define, with one signature across backends.
 SHIM_FUNCTIONS = (
@@ -39,8 +47,8 @@ SHIM_FUNCTIONS = (
     "sum", "mean", "max", "argmax",
     # classification helpers
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
-    # the framework's own recurrent layer, in functional form
-    "rnn_layer",
+    # the framework's own recurrent layers (a NativeRNN declaration, or None), dropout
+    "native_rnn", "dropout",
     # randomness, gradients, compilation, devices
     "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",

@@ -2,6 +2,7 @@
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import importlib
 import os
@@ -158,3 +159,42 @@ def keep_freed_memory():
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
                 and mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD))
+
+
+# -- native recurrent layers -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeRNN:
+    """A backend's declaration of its own recurrent layers, used by ``d2lrnn.models.native``.
+
+    Gates are named by the book's letters (GRU: z, r, h; LSTM: i, f, o, c). Weights are passed
+    per layer and direction (layer-major, forward first) as ``[W_x, W_h, b_x, b_h]``: the gates'
+    input weights, recurrent weights, input biases and recurrent biases, concatenated in
+    ``gate_order``, with the weights transposed to (gates * hiddens, inputs) when ``transposed``.
+    States are passed the same way, one tuple (H,) or (H, C) per layer and direction.
+
+    - ``build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after)``
+      makes a layer (Keras: a list of one layer per stacked layer);
+    - ``describe(layer) -> (config, unsupported)``: the settings of a layer the reader built
+      (a dict with cell, num_inputs (None if unknown), num_hiddens, num_layers, bidirectional,
+      dropout, reset_after) and the settings d2lrnn cannot run, e.g. ``["batch_first=True"]``;
+      ``(None, [])`` for an object that is not a recurrent layer;
+    - ``prepare(layer, num_inputs)``: that layer, ready for ``call``;
+    - ``call(layer, weights, X, states, training) -> (Y, states)`` for time-major X of shape
+      (num_steps, batch, inputs) and Y of shape (num_steps, batch, directions * hiddens).
+    """
+
+    layer_names: str
+    gate_order: dict
+    transposed: bool
+    stacks_layers: bool
+    gru_forms: tuple  # the GRU forms the framework computes: reset_after True and/or False
+    build: object
+    describe: object
+    prepare: object
+    call: object
+
+    def supports(self, cell, reset_after=False):
+        """Whether the framework has a layer computing ``cell`` (in the given GRU form)."""
+        return cell in self.gate_order and (cell != "gru" or reset_after in self.gru_forms)

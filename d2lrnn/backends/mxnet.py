@@ -293,37 +293,62 @@ def softmax_cross_entropy(logits, labels):
 # -- the recurrent layer ---------------------------------------------------------------------
 
 
-def rnn_layer(num_inputs, num_hiddens, native=None):
-    """The framework's own one-layer tanh RNN (``mxnet.gluon.rnn.RNN``) behind d2lrnn's functional interface.
-
-    The returned object has the interface described in ``d2lrnn.backends`` (RNN layers).
-    """
-    if native is None:
-        native = mx.gluon.rnn.RNN(num_hiddens, activation="tanh", input_size=num_inputs)
-    if native._num_layers != 1 or native._dir != 1 or native._mode != "rnn_tanh" \
-            or native._layout != "TNC":
-        raise ValueError("rnn_layer wraps a one-layer, one-direction tanh gluon.rnn.RNN with layout TNC")
-    return _GluonRNNLayer(native, num_inputs)
+_MODES = {"rnn_tanh": "rnn", "gru": "gru", "lstm": "lstm"}
 
 
-class _GluonRNNLayer:
-    names = ("l0_i2h_weight", "l0_h2h_weight", "l0_i2h_bias", "l0_h2h_bias")
+def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after):
+    layers = {"rnn": mx.gluon.rnn.RNN, "gru": mx.gluon.rnn.GRU, "lstm": mx.gluon.rnn.LSTM}
+    kwargs = {"activation": "tanh"} if cell == "rnn" else {}
+    return layers[cell](num_hiddens, num_layers, dropout=dropout, bidirectional=bidirectional,
+                        input_size=num_inputs, **kwargs)
 
-    def __init__(self, native, num_inputs):
-        self.native, self.num_inputs, self.num_hiddens = native, num_inputs, native._hidden_size
 
-    def forward(self, params, X, H):
-        # The layer's own fused kernel (F.RNN), fed our tensors instead of its Parameters.
-        Y, (H_T,) = self.native.hybrid_forward(nd, X, [H.expand_dims(0)],
-                                               **dict(zip(self.names, params)))
-        return Y, H_T[0]
+def _describe(layer):
+    if not isinstance(layer, mx.gluon.rnn.rnn_layer._RNNLayer):
+        return None, []
+    unsupported = [setting for setting, bad in (
+        ("activation='relu'", layer._mode == "rnn_relu"),
+        (f"layout={layer._layout!r}", layer._layout != "TNC"),
+        (f"projection_size={layer._projection_size}", bool(layer._projection_size)),
+        ("use_sequence_length=True", layer._use_sequence_length),
+        ("state clipping", layer._lstm_state_clip_min is not None or layer._lstm_state_clip_max is not None))
+        if bad]
+    cell = _MODES.get(layer._mode, "rnn")
+    return {"cell": cell, "num_inputs": layer._input_size or None, "num_hiddens": layer._hidden_size,
+            "num_layers": layer._num_layers, "bidirectional": layer._dir == 2,
+            "dropout": float(layer._dropout),
+            "reset_after": cell == "gru"}, unsupported
 
-    def from_scratch(self, W_xh, W_hh, b_h):
-        return [W_xh.T, W_hh.T, b_h, nd.zeros_like(b_h)]
 
-    def to_scratch(self, params):
-        W_i2h, W_h2h, b_i2h, b_h2h = params
-        return [W_i2h.T, W_h2h.T, b_i2h + b_h2h]
+def _call(layer, weights, X, states, training):
+    D, params = layer._dir, {}
+    for slot, (W_x, W_h, b_x, b_h) in enumerate(weights):
+        prefix = f"{'lr'[slot % D]}{slot // D}_"
+        params.update({prefix + "i2h_weight": W_x, prefix + "h2h_weight": W_h,
+                       prefix + "i2h_bias": b_x, prefix + "h2h_bias": b_h})
+    hx = [nd.stack(*s, axis=0) for s in zip(*states)]  # [H] or [H, C], each (layers * directions, B, h)
+    # The layer's own fused kernel (F.RNN), fed our tensors instead of its Parameters; dropout
+    # between layers in training only.
+    with autograd.train_mode() if training else autograd.predict_mode():
+        Y, out = layer.hybrid_forward(nd, X, hx, **params)
+    return Y, [tuple(s[slot] for s in out) for slot in range(len(weights))]
+
+
+_NATIVE = _common.NativeRNN(
+    layer_names="gluon.rnn.RNN, GRU or LSTM",
+    gate_order={"rnn": "h", "gru": "rzh", "lstm": "ifco"},  # cuDNN's order
+    transposed=True, stacks_layers=True, gru_forms=(True,),
+    build=_build, describe=_describe, prepare=lambda layer, num_inputs: layer, call=_call)
+
+
+def native_rnn():
+    """Gluon's ``rnn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    return _NATIVE
+
+
+def dropout(x, p):
+    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
+    return nd.Dropout(x, p=p, mode="always")
 
 
 # -- randomness, gradients, compilation, devices --------------------------------------------

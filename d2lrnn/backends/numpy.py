@@ -323,44 +323,35 @@ def _pick_vjp(ans, logits, labels):
 autograd.extend.defvjp(_pick, _pick_vjp, None)
 
 
-# -- the recurrent layer ---------------------------------------------------------------------
+# -- recurrent layers, dropout ----------------------------------------------------------------
 
 
-def rnn_layer(num_inputs, num_hiddens, native=None):
-    """NumPy has no RNN layer of its own: the scratch recurrence, behind d2lrnn's layer interface.
+def native_rnn():
+    """NumPy has no recurrent layers of its own: the cells' recurrences (d2lrnn.models) serve."""
+    return None
 
-    The returned object has the interface described in ``d2lrnn.backends`` (RNN layers).
+
+_dropout_rng = np.random.default_rng(0)
+
+
+def dropout(x, p):
+    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p) (inverted dropout).
+
+    The mask comes from a generator of its own, reset by ``manual_seed``, so dropout does not
+    shift the numbers the shared generator gives to parameters and data.
     """
-    return _ScratchRNNLayer(num_inputs, num_hiddens)
-
-
-class _ScratchRNNLayer:
-    native = None
-
-    def __init__(self, num_inputs, num_hiddens):
-        self.num_inputs, self.num_hiddens = num_inputs, num_hiddens
-
-    def forward(self, params, X, H):
-        W_xh, W_hh, b_h = params
-        hiddens = []
-        for X_t in unstack(X):
-            H = anp.tanh(anp.matmul(X_t, W_xh) + anp.matmul(H, W_hh) + b_h)
-            hiddens.append(H)
-        return anp.stack(hiddens), H
-
-    def from_scratch(self, W_xh, W_hh, b_h):
-        return [W_xh, W_hh, b_h]
-
-    def to_scratch(self, params):
-        return list(params)
+    keep = (_dropout_rng.random(anp.shape(x)) >= p).astype(anp.result_type(x))
+    return x * (keep / keep.dtype.type(1 - p))
 
 
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator (parameters and data come from it)."""
+    """Seed the shared NumPy generator (parameters and data come from it) and dropout's own."""
+    global _dropout_rng
     _common.seed(seed)
+    _dropout_rng = np.random.default_rng(int(seed))
 
 
 def detach(x):

@@ -259,37 +259,111 @@ def softmax_cross_entropy(logits, labels):
 # -- the recurrent layer ---------------------------------------------------------------------
 
 
-def rnn_layer(num_inputs, num_hiddens, native=None):
-    """Keras's one-layer tanh RNN (``keras.layers.SimpleRNN``) behind d2lrnn's functional interface.
-
-    The returned object has the interface described in ``d2lrnn.backends`` (RNN layers).
-    """
-    if native is None:
-        native = tf.keras.layers.SimpleRNN(num_hiddens, return_sequences=True, return_state=True)
-    if not (native.return_sequences and native.return_state):
-        raise ValueError("rnn_layer wraps a keras SimpleRNN built with return_sequences=True and "
-                         "return_state=True")
-    if not native.built:
-        native.build((None, None, num_inputs))
-    return _KerasRNNLayer(native, num_inputs)
+def _keras_classes():
+    keras = tf.keras
+    return {"rnn": keras.layers.SimpleRNN, "gru": keras.layers.GRU, "lstm": keras.layers.LSTM}
 
 
-class _KerasRNNLayer:
-    def __init__(self, native, num_inputs):
-        self.native, self.num_inputs, self.num_hiddens = native, num_inputs, native.units
+def _built(layer, num_inputs):
+    if not layer.built:
+        layer.build((None, None, num_inputs))
+    return layer
 
-    def forward(self, params, X, H):
-        # Keras is batch-major; stateless_call runs the layer with our tensors as its weights.
-        frozen = [tf.convert_to_tensor(v) for v in self.native.non_trainable_variables]
-        (Y, H_T), _ = self.native.stateless_call(list(params), frozen, tf.transpose(X, [1, 0, 2]),
-                                                 initial_state=[H])
-        return tf.transpose(Y, [1, 0, 2]), H_T
 
-    def from_scratch(self, W_xh, W_hh, b_h):
-        return [W_xh, W_hh, b_h]  # kernel, recurrent_kernel, bias: the scratch layout already
+def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after):
+    # Keras has one layer per stacked layer: d2lrnn's adapter stacks them, with dropout between.
+    layers = []
+    for i in range(num_layers):
+        kwargs = {"reset_after": reset_after} if cell == "gru" else {}
+        layer = _keras_classes()[cell](num_hiddens, return_sequences=True, return_state=True, **kwargs)
+        if bidirectional:
+            layer = tf.keras.layers.Bidirectional(layer)
+        layers.append(_built(layer, num_inputs if i == 0 else (2 if bidirectional else 1) * num_hiddens))
+    return layers
 
-    def to_scratch(self, params):
-        return list(params)
+
+def _layers(layer):
+    """A Keras layer, a list of them or a ``keras.Sequential``, as a list."""
+    if isinstance(layer, tf.keras.Sequential):
+        return list(layer.layers)
+    return list(layer) if isinstance(layer, (list, tuple)) else [layer]
+
+
+def _describe_one(layer):
+    unsupported = []
+    bidirectional = isinstance(layer, tf.keras.layers.Bidirectional)
+    if bidirectional:
+        if layer.merge_mode != "concat":
+            unsupported.append(f"merge_mode={layer.merge_mode!r}")
+        layer = layer.forward_layer
+    cell = next((name for name, cls in _keras_classes().items() if type(layer) is cls), None)
+    if cell is None:
+        return None, []
+    config = layer.get_config()
+    wanted = {"activation": "tanh", "use_bias": True, "dropout": 0.0, "recurrent_dropout": 0.0,
+              "go_backwards": False, "stateful": False}
+    if cell != "rnn":
+        wanted["recurrent_activation"] = "sigmoid"
+    unsupported += [f"{key}={config[key]!r}" for key, value in wanted.items()
+                    if config.get(key, value) != value]
+    num_inputs = int(layer.cell.kernel.shape[0]) if layer.built else None
+    return {"cell": cell, "num_inputs": num_inputs, "num_hiddens": int(layer.units),
+            "bidirectional": bidirectional,
+            "reset_after": bool(config.get("reset_after", False))}, unsupported
+
+
+def _describe(layer):
+    described = [_describe_one(one) for one in _layers(layer)]
+    if not described or any(config is None for config, _ in described):
+        return None, []
+    first, unsupported = described[0][0], [u for _, us in described for u in us]
+    if any({**config, "num_inputs": None} != {**first, "num_inputs": None} for config, _ in described[1:]):
+        unsupported.append("stacked layers of different cells, sizes or directions")
+    return {**first, "num_layers": len(described), "dropout": 0.0}, unsupported
+
+
+def _prepare(layer, num_inputs):
+    """Copies of the reader's layers that return every step and the final states (what d2lrnn needs)."""
+    layers = []
+    for i, one in enumerate(_layers(layer)):
+        inner = one.forward_layer if isinstance(one, tf.keras.layers.Bidirectional) else one
+        copy = type(inner).from_config({**inner.get_config(), "return_sequences": True, "return_state": True})
+        if isinstance(one, tf.keras.layers.Bidirectional):  # in the wrapper's dtype (float64 in tests)
+            copy = tf.keras.layers.Bidirectional(copy, dtype=one.dtype_policy)
+        bidirectional = isinstance(copy, tf.keras.layers.Bidirectional)
+        units = copy.forward_layer.units * 2 if bidirectional else copy.units
+        layers.append(_built(copy, num_inputs if i == 0 else units))
+    return layers
+
+
+def _call(layer, weights, X, states, training):
+    stacked_bias = len(layer.trainable_variables[2].shape) == 2  # the reset-after GRU: [input; recurrent]
+    params = []
+    for W_x, W_h, b_x, b_h in weights:
+        params += [W_x, W_h, tf.stack([b_x, b_h]) if stacked_bias else b_x]
+    frozen = [tf.convert_to_tensor(v) for v in layer.non_trainable_variables]
+    # Keras is batch-major; stateless_call runs the layer with our tensors as its weights.
+    (Y, *out), _ = layer.stateless_call(params, frozen, tf.transpose(X, [1, 0, 2]),
+                                        initial_state=[s for slot in states for s in slot], training=training)
+    n = len(states[0])
+    return tf.transpose(Y, [1, 0, 2]), [tuple(out[i * n:(i + 1) * n]) for i in range(len(states))]
+
+
+_NATIVE = _common.NativeRNN(
+    layer_names="keras.layers.SimpleRNN, GRU or LSTM, a Bidirectional of one, or a list of them",
+    gate_order={"rnn": "h", "gru": "zrh", "lstm": "ifco"},
+    transposed=False, stacks_layers=False, gru_forms=(True, False),
+    build=_build, describe=_describe, prepare=_prepare, call=_call)
+
+
+def native_rnn():
+    """Keras's ``SimpleRNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    return _NATIVE
+
+
+def dropout(x, p):
+    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
+    return tf.nn.dropout(x, rate=p)
 
 
 # -- randomness, gradients, compilation, devices --------------------------------------------

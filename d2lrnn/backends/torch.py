@@ -260,37 +260,57 @@ def softmax_cross_entropy(logits, labels):
 # -- the recurrent layer ---------------------------------------------------------------------
 
 
-def rnn_layer(num_inputs, num_hiddens, native=None):
-    """The framework's own one-layer tanh RNN (``torch.nn.RNN``) behind d2lrnn's functional interface.
-
-    The returned object has the interface described in ``d2lrnn.backends`` (RNN layers).
-    """
-    native = native if native is not None else torch.nn.RNN(num_inputs, num_hiddens)
-    if native.num_layers != 1 or native.bidirectional or native.nonlinearity != "tanh" \
-            or native.batch_first or not native.bias:
-        raise ValueError("rnn_layer wraps a one-layer, one-direction tanh torch.nn.RNN with biases "
-                         "and batch_first=False")
-    return _TorchRNNLayer(native)
+_LAYERS = {"rnn": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM}
+_CELLS = {"RNN_TANH": "rnn", "GRU": "gru", "LSTM": "lstm"}
 
 
-class _TorchRNNLayer:
-    names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after):
+    # torch warns about dropout on a one-layer stack (it only acts between layers)
+    return _LAYERS[cell](num_inputs, num_hiddens, num_layers, bidirectional=bidirectional,
+                         dropout=dropout if num_layers > 1 else 0.0)
 
-    def __init__(self, native):
-        self.native, self.num_inputs, self.num_hiddens = native, native.input_size, native.hidden_size
 
-    def forward(self, params, X, H):
-        Y, H_T = torch.func.functional_call(self.native, dict(zip(self.names, params)),
-                                            (X, H.unsqueeze(0)))
-        return Y, H_T[0]
+def _describe(layer):
+    if not isinstance(layer, torch.nn.RNNBase):
+        return None, []
+    unsupported = [setting for setting, bad in (
+        ("nonlinearity='relu'", layer.mode == "RNN_RELU"), ("batch_first=True", layer.batch_first),
+        ("bias=False", not layer.bias), (f"proj_size={layer.proj_size}", layer.proj_size > 0)) if bad]
+    cell = _CELLS.get(layer.mode, "rnn")
+    return {"cell": cell, "num_inputs": layer.input_size, "num_hiddens": layer.hidden_size,
+            "num_layers": layer.num_layers, "bidirectional": layer.bidirectional,
+            "dropout": float(layer.dropout), "reset_after": cell == "gru"}, unsupported
 
-    def from_scratch(self, W_xh, W_hh, b_h):
-        # torch computes X W_ih^T + b_ih + H W_hh^T + b_hh: transposed weights, two biases
-        return [W_xh.T.contiguous(), W_hh.T.contiguous(), b_h, torch.zeros_like(b_h)]
 
-    def to_scratch(self, params):
-        W_ih, W_hh, b_ih, b_hh = params
-        return [W_ih.T.contiguous(), W_hh.T.contiguous(), b_ih + b_hh]
+def _call(layer, weights, X, states, training):
+    D = 2 if layer.bidirectional else 1
+    params = {}
+    for slot, (W_x, W_h, b_x, b_h) in enumerate(weights):
+        suffix = f"_l{slot // D}" + ("_reverse" if slot % D else "")
+        params.update({f"weight_ih{suffix}": W_x, f"weight_hh{suffix}": W_h,
+                       f"bias_ih{suffix}": b_x, f"bias_hh{suffix}": b_h})
+    hx = tuple(torch.stack(s) for s in zip(*states))  # (H,) or (H, C), each (layers * directions, B, h)
+    layer.train(training)  # dropout between layers in training only
+    Y, out = torch.func.functional_call(layer, params, (X, hx if len(hx) == 2 else hx[0]))
+    out = out if isinstance(out, tuple) else (out,)
+    return Y, [tuple(s[slot] for s in out) for slot in range(len(weights))]
+
+
+_NATIVE = _common.NativeRNN(
+    layer_names="torch.nn.RNN, torch.nn.GRU or torch.nn.LSTM",
+    gate_order={"rnn": "h", "gru": "rzh", "lstm": "ifco"},  # cuDNN's order
+    transposed=True, stacks_layers=True, gru_forms=(True,),
+    build=_build, describe=_describe, prepare=lambda layer, num_inputs: layer, call=_call)
+
+
+def native_rnn():
+    """``torch.nn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    return _NATIVE
+
+
+def dropout(x, p):
+    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
+    return torch.nn.functional.dropout(x, p, training=True)
 
 
 # -- randomness, gradients, compilation, devices --------------------------------------------

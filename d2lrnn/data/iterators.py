@@ -17,7 +17,7 @@ Two differences from the book, both so that an epoch always has the same length:
 import numpy as np
 
 from .. import checks, ops
-from ..backends import _common
+from ..backends import generator
 from ..errors import DataError
 from .corpus import load_corpus, train_val_split
 
@@ -74,7 +74,7 @@ def _epoch(corpus, starts, num_steps):
 def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):
     corpus = np.asarray(corpus, dtype=np.int64).reshape(-1)
     _check_batching(len(corpus), batch_size, num_steps, name)
-    rng = _common.generator() if rng is None else rng
+    rng = generator() if rng is None else rng
     n = len(corpus)
     offset = int(rng.integers(0, _max_offset(n, batch_size, num_steps) + 1)) if random_offset else 0
     nb = num_batches(n, batch_size, num_steps, use_random_iter, random_offset)

@@ -155,48 +155,54 @@ def _scratch_params(V, h):
 _TOKENS = np.array([[1, 3], [3, 0], [1, 2]], np.int64)
 
 
-# -- rnn_layer ------------------------------------------------------------------------------------
+# -- native_rnn, dropout ---------------------------------------------------------------------------
 
 
-def _float64_layer(num_inputs, num_hiddens):
-    """The shim's RNN layer computing in float64: Keras's SimpleRNN needs dtype='float64' (its default
-    float32 policy casts float64 inputs down), built here with TensorFlow directly; the other
-    backends' default layers run in the dtype of the tensors they get."""
+def _float64_native(cell, num_inputs, num_hiddens, num_layers, bidirectional):
+    """The framework's layer for ``cell`` computing in float64, behind d2lrnn's adapter.
+
+    Keras layers need dtype='float64' (their default float32 policy casts float64 inputs down), so
+    they are built here and wrapped; the other frameworks' layers compute in their inputs' dtype.
+    On NumPy (no framework layers) the adapter runs the cell's own recurrence.
+    """
+    from d2lrnn.models import NativeLayer
+
     if d2l.backend_name() == "tensorflow":
         import tensorflow as tf
 
-        native = tf.keras.layers.SimpleRNN(num_hiddens, return_sequences=True, return_state=True,
-                                           dtype="float64")
-        return ops.rnn_layer(num_inputs, num_hiddens, native=native)
-    return ops.rnn_layer(num_inputs, num_hiddens)
+        keras = tf.keras.layers
+        cls = {"rnn": keras.SimpleRNN, "gru": keras.GRU, "lstm": keras.LSTM}[cell]
+        layers = [cls(num_hiddens, dtype="float64") for _ in range(num_layers)]
+        if bidirectional:
+            layers = [tf.keras.layers.Bidirectional(layer, dtype="float64") for layer in layers]
+        return NativeLayer.wrap(layers, num_inputs)
+    return NativeLayer(cell, num_inputs, num_hiddens, num_layers, bidirectional)
 
 
-def _check_rnn_layer_params(tol, make_layer):
-    """The layer's forward w.r.t. its own parameters (in its own layout), its inputs and its state."""
-    layer = make_layer(3, 4)
-    zeros = [ops.zeros(s) for s in ((3, 4), (4, 4), (4,))]
-    shapes = [ops.shape(p) for p in layer.from_scratch(*zeros)]
-    params = [normal(*s, scale=0.5) for s in shapes]
-    X, H = normal(2, 5, 3), normal(5, 4, scale=0.5)  # 2 steps, batch 5
+def _check_native_layer(cell, num_layers=1, bidirectional=False):
+    """The layer w.r.t. the book-layout parameters (mapped to its own layout), its inputs and its state."""
+    # Every parameter is perturbed twice: 2 inputs and 2 hidden units keep a 2-layer bidirectional
+    # stack to a few hundred evaluations of the framework's layer.
+    num_inputs, h = (3, 4) if num_layers == 1 else (2, 2)
+    layer = _float64_native(cell, num_inputs, h, num_layers, bidirectional)
+    params = [normal(*shape, scale=0.5) for shape in layer.shapes()]
+    state = [normal(2, h, scale=0.5) for _ in layer.begin_state(2)]
+    n = len(params)
 
     def forward(*args):
-        return layer.forward(list(args[:-2]), args[-2], args[-1])
+        Y, new_state = layer.forward(list(args[:n]), args[n], tuple(args[n + 1:]))
+        return (Y, *new_state)
 
-    check_gradient(forward, params + [X, H], tol, what=f"rnn_layer forward ({tol.dtype})")
+    check_gradient(forward, params + [normal(3, 2, num_inputs)] + state, FLOAT64,
+                   what=f"{cell} layer, {num_layers} layer(s), {2 if bidirectional else 1} direction(s)")
 
 
-def _check_rnn_layer_scratch(tol, make_layer):
-    """As the concise model uses the layer: scratch parameters through from_scratch, and to_scratch."""
-    layer = make_layer(3, 4)
+def _check_dropout():
+    def forward(x):
+        d2l.manual_seed(3)  # the same mask at every evaluation
+        return ops.dropout(x, 0.4)
 
-    def forward(W_xh, W_hh, b_h, X, H):
-        params = layer.from_scratch(W_xh, W_hh, b_h)
-        Y, H_T = layer.forward(params, X, H)
-        return Y, H_T, layer.to_scratch(params)
-
-    check_gradient(forward, [normal(3, 4, scale=0.5), normal(4, 4, scale=0.5), normal(4, scale=0.5),
-                             normal(3, 2, 3), normal(2, 4, scale=0.5)], tol,
-                   what=f"rnn_layer from_scratch/forward/to_scratch ({tol.dtype})")
+    check_gradient(forward, [normal(4, 5)], FLOAT64, what="dropout")
 
 
 # -- detach, value_and_grad with aux, compile -----------------------------------------------------
@@ -362,10 +368,13 @@ CASES = {
         Case(_book_rnn, [_TOKENS, *_scratch_params(5, 4), normal(2, 4, scale=0.5)]),
         Case(_book_rnn, [normal(3, 2, 5), *_scratch_params(5, 4), normal(2, 4, scale=0.5)]),
     ],
-    "rnn_layer": [Special(lambda: _check_rnn_layer_params(FLOAT64, _float64_layer), 2),
-                  Special(lambda: _check_rnn_layer_scratch(FLOAT64, _float64_layer), 3),
-                  # the shim's default layer as the concise model gets it (float32 on TensorFlow)
-                  Special(lambda: _check_rnn_layer_params(FLOAT32, ops.rnn_layer), 4)],
+    # the frameworks' own layers as the concise models use them (NumPy: the cells' recurrences)
+    "native_rnn": [Special(lambda: _check_native_layer("rnn"), 2),
+                   Special(lambda: _check_native_layer("gru"), 3),
+                   Special(lambda: _check_native_layer("lstm"), 4),
+                   Special(lambda: _check_native_layer("gru", 2, True), 7),
+                   Special(lambda: _check_native_layer("lstm", 2, True), 8)],
+    "dropout": [Special(_check_dropout, 9)],
     # value_and_grad computes every analytic gradient in this table; besides, with has_aux:
     "value_and_grad": [Special(_check_value_and_grad_aux, 5)],
     "compile": [Special(_check_compiled_step, 6)],

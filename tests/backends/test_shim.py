@@ -113,10 +113,30 @@ def _custom_vjp_one_output_used(a, b):
     return _product_and_tanh_sum(a, b)[0] * 3.0
 
 
-def _rnn_layer_forward(W_xh, W_hh, b_h, X, H):
-    layer = ops.rnn_layer(3, 4)
-    Y, H_T = layer.forward(layer.from_scratch(W_xh, W_hh, b_h), X, H)
-    return Y, H_T, *layer.to_scratch(layer.from_scratch(W_xh, W_hh, b_h))
+def _native_lstm_forward(*args):
+    """A two-layer bidirectional LSTM on the framework's layer (NumPy: the cell's recurrence)."""
+    from d2lrnn.models import NativeLayer
+
+    layer = NativeLayer("lstm", 3, 4, 2, True)
+    n = len(layer.names)
+    Y, state = layer.forward(list(args[:n]), args[n], tuple(args[n + 1:]))
+    return (Y, *state)
+
+
+def _lstm_inputs():
+    from d2lrnn.models import RecurrentStack
+
+    shapes = RecurrentStack("lstm", 3, 4, 2, True).shapes()
+    return [f32(*shape) * 0.5 for shape in shapes] + [f32(5, 2, 3)] + [f32(2, 4) for _ in range(8)]
+
+
+def _dropout_statistics(x):
+    """What every framework's mask shares: zeros, or x / (1 - p); 4,000 draws keep about half (p = 0.5)."""
+    y = ops.to_numpy(ops.dropout(x, 0.5))
+    x = ops.to_numpy(x)
+    kept = y != 0
+    assert np.allclose(y[kept], 2 * x[kept], rtol=1e-6)  # survivors scaled by 1 / (1 - p)
+    return np.array(kept.mean().round(1), dtype=np.float32)  # 0.5 +- 0.008 (one std): 0.5 after rounding
 
 
 # name -> list of (function, NumPy inputs, check gradients?)
@@ -177,8 +197,9 @@ CASES = {
     "softmax_cross_entropy": [(op("softmax_cross_entropy"), [f32(8, 6) * 3, ints(6, 8)], True)],
     # Gradients here are sums over 5 steps x 2 sequences of O(1) terms that cancel to ~1e-2, so a
     # different (equally valid) float32 summation order moves them by ~1e-6 absolute: atol 1e-5.
-    "rnn_layer": [(_rnn_layer_forward, [f32(3, 4), f32(4, 4), f32(4), f32(5, 2, 3), f32(2, 4)], True,
-                   {"atol": 1e-5})],
+    "native_rnn": [(_native_lstm_forward, _lstm_inputs(), True, {"atol": 1e-5})],
+    # each framework draws its own mask: compared are what every mask must give
+    "dropout": [(_dropout_statistics, [f32(40, 100) + 5], False)],
     "manual_seed": [(_seeded_normal, [], False)],
     # d(detach(x) * x)/dx = x: the detached factor carries no gradient (2x if it did)
     "detach": [(lambda x: ops.detach(x) * x, [f32(2, 3)], True)],

@@ -607,16 +607,27 @@ def test_softmax_cross_entropy(which):
 # -- the recurrent layer ---------------------------------------------------------------------------
 
 
-def test_rnn_layer_forward_is_the_tanh_recurrence():
-    # H_t = tanh(X_t W_xh + H_{t-1} W_hh + b_h), Y = (H_1, ..., H_T), from the scratch parameters
-    # through from_scratch, on the framework's own layer (torch.nn.RNN, Keras SimpleRNN, Gluon RNN).
+def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
+    x = f32(200, 100) + 10  # no zeros of its own
+    y = f64(ops.to_numpy(ops.dropout(t(x), 0.3)))
+    kept = y != 0
+    # 20,000 Bernoulli(0.7) draws: the kept fraction is 0.7 +- 0.0032 (one std); 5 std allowed
+    assert abs(kept.mean() - 0.7) < 0.016
+    np.testing.assert_allclose(y[kept], x[kept] / 0.7, rtol=1e-6)  # one float32 rounding
+
+
+def test_native_rnn_layer_is_the_tanh_recurrence():
+    # H_t = tanh(X_t W_xh + H_{t-1} W_hh + b_h), Y = (H_1, ..., H_T), from the book's parameters
+    # mapped to the framework's own layer (torch.nn.RNN, Keras SimpleRNN, Gluon RNN; NumPy has none
+    # and runs the cell's recurrence).
+    from d2lrnn.models import NativeLayer
+
     num_inputs, h, steps, batch = 3, 4, 5, 2
     W_xh, W_hh, b_h = f32(num_inputs, h, scale=0.5), f32(h, h, scale=0.5), f32(h, scale=0.5)
     X, H0 = f32(steps, batch, num_inputs), f32(batch, h, scale=0.5)
-    layer = ops.rnn_layer(num_inputs, h)
-    assert (layer.num_inputs, layer.num_hiddens) == (num_inputs, h)
-    params = layer.from_scratch(t(W_xh), t(W_hh), t(b_h))
-    Y, H_T = layer.forward(params, t(X), t(H0))
+    layer = NativeLayer("rnn", num_inputs, h)
+    assert (layer.native is None) == (d2l.backend_name() == "numpy")
+    Y, (H_T,) = layer.forward([t(W_xh), t(W_hh), t(b_h)], t(X), (t(H0),))
 
     # The reference, with a running error bound: each step's pre-activation is a sum of
     # num_inputs + h products and two biases (dot_bound), tanh adds KERNEL relative, and the previous
@@ -633,9 +644,7 @@ def test_rnn_layer_forward_is_the_tanh_recurrence():
         bounds.append(err)
     check(Y, np.stack(hiddens), np.stack(bounds))
     check(H_T, H, err)
-    # to_scratch undoes from_scratch (transposes, and a bias split in two and added back)
-    for got, expected in zip(layer.to_scratch(params), (W_xh, W_hh, b_h)):
-        check(got, expected)
+
 
 
 # -- randomness, gradients, compilation, devices ---------------------------------------------------
@@ -871,7 +880,8 @@ VALUE_TESTS = {
     "softmax": ["test_softmax"],
     "log_softmax": ["test_log_softmax"],
     "softmax_cross_entropy": ["test_softmax_cross_entropy"],
-    "rnn_layer": ["test_rnn_layer_forward_is_the_tanh_recurrence"],
+    "native_rnn": ["test_native_rnn_layer_is_the_tanh_recurrence"],
+    "dropout": ["test_dropout_zeroes_a_fraction_p_and_scales_the_rest"],
     "detach": ["test_detach_keeps_the_values"],
     "value_and_grad": ["test_value_and_grad_value_part"],
     "custom_vjp": ["test_custom_vjp_forward_is_fwds_outputs"],

@@ -5,7 +5,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
-from d2lrnn.models.rnn_scratch import rnn, rnn_textbook
+from d2lrnn.models.rnn import rnn, rnn_textbook
 from tests.parity import assert_close, assert_parity
 
 

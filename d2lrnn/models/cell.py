@@ -1,0 +1,94 @@
+"""What the stacker and the native-layer adapter need to know about a recurrent cell.
+
+A cell is described once, next to its equations (``rnn.py``, ``gru.py``, ``lstm.py``), by a
+:class:`Cell`. Each of its G gates ``g`` has the book's three parameters ``W_xg`` (inputs x
+hiddens), ``W_hg`` (hiddens x hiddens) and ``b_g``, in the book's order of gates; a GRU in the
+reset-after form has one more, the recurrent candidate bias ``b_hh``. ``layer`` is the fast
+recurrence of one layer in one direction::
+
+    layer(X, state, params) -> (Hs, state)
+
+for X of shape (num_steps, batch, inputs), or token indices (num_steps, batch) in the first layer,
+``params`` the cell's parameters in the order of ``names``, Hs of shape (num_steps, batch, hiddens)
+and ``state`` a tuple of ``len(state_names)`` (batch, hiddens) matrices.
+"""
+
+import dataclasses
+from collections.abc import Callable
+
+from .. import ops
+from ..errors import ArgumentError
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """A recurrent cell: its gates, the names of its parameters and states, and its fast layer."""
+
+    name: str                 # 'rnn', 'gru', 'lstm'
+    gates: str                # the book's gate letters in its parameter order, e.g. 'zrh' for the GRU
+    state_names: tuple        # ('H',) or ('H', 'C')
+    layer: Callable           # layer(X, state, params) -> (Hs, state): one layer, one direction
+    extra: tuple = ()         # parameters after the gates' triples (the reset-after GRU's 'b_hh')
+    reset_after: bool = False  # GRU only: where the reset gate applies (see gru.py)
+
+    @property
+    def names(self):
+        """The parameter names of one layer in one direction, in the book's order."""
+        triples = [(f"W_x{g}", f"W_h{g}", f"b_{g}") for g in self.gates]
+        return tuple(name for triple in triples for name in triple) + self.extra
+
+    def shapes(self, num_inputs, num_hiddens):
+        """The shape of each parameter in :attr:`names`."""
+        by_kind = {"W_x": (num_inputs, num_hiddens), "W_h": (num_hiddens, num_hiddens)}
+        return [by_kind.get(name[:3], (num_hiddens,)) for name in self.names]  # b_*: biases
+
+    def init_params(self, num_inputs, num_hiddens, device=None):
+        """The book's initialization: weights ~ N(0, 0.01^2), biases zero, drawn in :attr:`names` order."""
+        return [ops.normal(0, 0.01, shape, device=device) if len(shape) == 2
+                else ops.zeros(shape, device=device)
+                for shape in self.shapes(num_inputs, num_hiddens)]
+
+    def init_state(self, batch_size, num_hiddens, device=None):
+        """Zero state: one (batch_size, num_hiddens) matrix per state (H; H and C for the LSTM)."""
+        return tuple(ops.zeros((batch_size, num_hiddens), device=device) for _ in self.state_names)
+
+
+def input_projection(X, W_x, b):
+    """X_t W_x + b for every step at once: (num_steps, batch, G*h) from (num_steps, batch, inputs).
+
+    With token indices (num_steps, batch) a one-hot row times W_x is a row of W_x, so rows are
+    gathered instead; b is added to the vocabulary-sized W_x first (same numbers, and its gradient
+    sums vocabulary rows instead of num_steps * batch rows).
+    """
+    if len(ops.shape(X)) == 2:
+        return ops.take(W_x + b, X)
+    T, B, inputs = ops.shape(X)
+    return ops.reshape(ops.matmul(ops.reshape(X, (T * B, inputs)), W_x), (T, B, -1)) + b
+
+
+_CELLS = {}
+
+
+def register(cell):
+    """Make ``cell`` known to :func:`get_cell` (each cell module registers itself on import)."""
+    _CELLS[(cell.name, cell.reset_after)] = cell
+    return cell
+
+
+def cell_names():
+    """The names of the known cells."""
+    return sorted({name for name, _ in _CELLS})
+
+
+def get_cell(name, reset_after=False):
+    """The :class:`Cell` called ``name`` ('rnn', 'gru' or 'lstm'); ``reset_after`` picks the GRU's form."""
+    from . import gru, lstm, rnn  # noqa: F401 - importing them registers the cells
+
+    if isinstance(name, Cell):
+        return name
+    key = str(name).strip().lower() if isinstance(name, str) else name
+    if (key, False) not in _CELLS:
+        raise ArgumentError(f"unknown cell {name!r}: choose one of {', '.join(cell_names())} (--cell)")
+    if reset_after and key != "gru":
+        raise ArgumentError(f"reset_after applies to the GRU only, not to {key!r}: leave it out")
+    return _CELLS[(key, bool(reset_after))]

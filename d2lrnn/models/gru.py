@@ -1,0 +1,118 @@
+"""The gated recurrent unit (GRU): the book's step, and the fast form used for training.
+
+    Z_t = sigmoid(X_t W_xz + H_{t-1} W_hz + b_z)             update gate
+    R_t = sigmoid(X_t W_xr + H_{t-1} W_hr + b_r)             reset gate
+    H~_t = tanh(X_t W_xh + (R_t * H_{t-1}) W_hh + b_h)       candidate state
+    H_t = Z_t * H_{t-1} + (1 - Z_t) * H~_t
+
+That is the book's GRU, with the reset gate applied *before* the recurrent product. cuDNN, and so
+``torch.nn.GRU``, gluon's GRU and Keras's ``GRU`` (``reset_after=True``, its default), apply it
+*after*, to the product plus a recurrent bias of its own:
+
+    H~_t = tanh(X_t W_xh + b_h + R_t * (H_{t-1} W_hh + b_hh))      (reset_after=True)
+
+The two are different functions of the same weights. Both are here: the book's is the default,
+and the reset-after form has one more parameter, ``b_hh``, after ``b_h``.
+"""
+
+from .. import ops
+from .cell import Cell, input_projection, register
+from .rnn import output_layer, output_params
+
+
+def get_gru_params(vocab_size, num_hiddens, device=None, reset_after=False):
+    """``[W_xz, W_hz, b_z, W_xr, W_hr, b_r, W_xh, W_hh, b_h, W_hq, b_q]`` (``b_hh`` after ``b_h``
+    when ``reset_after``): weights ~ N(0, 0.01^2), zero biases, drawn in that order."""
+    cell = GRU_RESET_AFTER if reset_after else CELL
+    return cell.init_params(vocab_size, num_hiddens, device) + output_params(num_hiddens, vocab_size, device)
+
+
+get_gru_params.cell = "gru"
+
+
+def init_gru_state(batch_size, num_hiddens, device=None):
+    """The initial hidden state: a tuple holding one (batch_size, num_hiddens) matrix of zeros."""
+    return (ops.zeros((batch_size, num_hiddens), device=device),)
+
+
+def gru_textbook(inputs, state, params):
+    """The chapter's GRU step by step: ``inputs`` is one-hot, shape (num_steps, batch, vocab).
+
+    With 12 parameters (``b_hh`` after ``b_h``) it computes the reset-after form.
+    Returns (Y of shape (num_steps * batch, vocab), (H,)).
+    """
+    W_xz, W_hz, b_z, W_xr, W_hr, b_r, W_xh, W_hh, b_h = params[:9]
+    W_hq, b_q = params[-2:]
+    reset_after = len(params) == 12
+    (H,) = state
+    outputs = []
+    for X in ops.unstack(inputs):
+        Z = ops.sigmoid(ops.matmul(X, W_xz) + ops.matmul(H, W_hz) + b_z)
+        R = ops.sigmoid(ops.matmul(X, W_xr) + ops.matmul(H, W_hr) + b_r)
+        if reset_after:
+            H_tilde = ops.tanh(ops.matmul(X, W_xh) + b_h + R * (ops.matmul(H, W_hh) + params[9]))
+        else:
+            H_tilde = ops.tanh(ops.matmul(X, W_xh) + ops.matmul(R * H, W_hh) + b_h)
+        H = Z * H + (1 - Z) * H_tilde
+        Y = ops.matmul(H, W_hq) + b_q
+        outputs.append(Y)
+    return ops.concat(outputs, 0), (H,)
+
+
+def _projections(X, params):
+    """The three gates' input projections for all steps at once, and h."""
+    W_xz, W_hz, b_z, W_xr, W_hr, b_r, W_xh, W_hh, b_h = params[:9]
+    XW = input_projection(X, ops.concat([W_xz, W_xr, W_xh], 1), ops.concat([b_z, b_r, b_h], 0))
+    return XW, ops.shape(W_hh)[0]
+
+
+def gru_scan(X, state, params):
+    """All hidden states of one GRU layer (the book's form): ``(Hs, (H_T,))``, see :mod:`.cell`.
+
+    The input projections of the three gates are one product before the loop, and the update and
+    reset gates share one recurrent product per step.
+    """
+    XW, h = _projections(X, params)
+    W_hzr = ops.concat([params[1], params[4]], 1)  # [W_hz, W_hr]
+    W_hh = params[7]
+    (H,) = state
+    hiddens = []
+    for XW_t in ops.unstack(XW):
+        ZR = ops.sigmoid(XW_t[:, : 2 * h] + ops.matmul(H, W_hzr))
+        Z, R = ZR[:, :h], ZR[:, h:]
+        H_tilde = ops.tanh(XW_t[:, 2 * h:] + ops.matmul(R * H, W_hh))
+        H = Z * H + (1 - Z) * H_tilde
+        hiddens.append(H)
+    return ops.stack(hiddens), (H,)
+
+
+def gru_scan_reset_after(X, state, params):
+    """All hidden states of one GRU layer in the reset-after form: one recurrent product per step."""
+    XW, h = _projections(X, params)
+    W_h = ops.concat([params[1], params[4], params[7]], 1)  # [W_hz, W_hr, W_hh]
+    b_hh = params[9]
+    (H,) = state
+    hiddens = []
+    for XW_t in ops.unstack(XW):
+        HW = ops.matmul(H, W_h)
+        ZR = ops.sigmoid(XW_t[:, : 2 * h] + HW[:, : 2 * h])
+        Z, R = ZR[:, :h], ZR[:, h:]
+        H_tilde = ops.tanh(XW_t[:, 2 * h:] + R * (HW[:, 2 * h:] + b_hh))
+        H = Z * H + (1 - Z) * H_tilde
+        hiddens.append(H)
+    return ops.stack(hiddens), (H,)
+
+
+def gru(inputs, state, params):
+    """The same model as :func:`gru_textbook`, computed faster; ``inputs`` may be token indices."""
+    scan = gru_scan_reset_after if len(params) == 12 else gru_scan
+    Hs, state = scan(inputs, state, params[:-2])
+    return output_layer(Hs, *params[-2:]), state
+
+
+gru.accepts_indices = True
+gru.cell = "gru"
+
+CELL = register(Cell("gru", "zrh", ("H",), gru_scan))
+GRU_RESET_AFTER = register(Cell("gru", "zrh", ("H",), gru_scan_reset_after, extra=("b_hh",),
+                                reset_after=True))

@@ -1,0 +1,176 @@
+"""Language models: a recurrent layer (any cell, layers, directions) plus an output layer.
+
+Every model has ``params`` (a flat list of tensors) and ``param_names`` (the same length),
+``forward(params, X, state, training=False)``, ``net(X, state)``, ``begin_state(batch_size,
+device)``, ``vocab_size``, ``num_hiddens``, ``kind`` and ``config()`` (what a checkpoint needs to
+rebuild it). ``X`` holds token indices (batch, num_steps); the output is
+(num_steps * batch, vocab_size), step-major, as in the book.
+
+- :class:`RNNModelScratch` is the book's class: any ``get_params`` / ``init_state`` /
+  ``forward_fn``, the book's or the reader's.
+- :class:`StackedRNNModelScratch` runs a cell from scratch over layers and directions.
+- :class:`RNNModel` is the book's concise class, on the framework's own layer.
+
+The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b_*``, then ``W_hq``,
+``b_q``), so the same SGD step, checkpoints and parity tests serve every model and backend.
+"""
+
+from .. import checks, ops
+from ..errors import ArgumentError
+from .cell import get_cell
+from .native import NativeLayer
+from .rnn import get_params, init_rnn_state, output_layer, output_params, rnn
+from .stack import RecurrentStack
+
+
+def _named(net):
+    return dict(zip(net.param_names, net.params, strict=True))
+
+
+class _LanguageModel:
+    """What every model shares: calling, named parameters, the book-layout accessors."""
+
+    def __call__(self, X, state):
+        return self.forward(self.params, X, state)
+
+    def named_params(self):
+        """``{name: tensor}`` in order: ``W_xh``, ..., ``l1.W_xh``, ..., ``W_hq``, ``b_q``."""
+        return _named(self)
+
+    def scratch_params(self):
+        """The parameters in the book's layout (what checkpoints store), as a new list."""
+        return list(self.params)
+
+    def load_scratch_params(self, params):
+        """Set the parameters from the book's layout (used by checkpoints)."""
+        params = list(params)
+        if len(params) != len(self.params):
+            raise ArgumentError(f"expected {len(self.params)} parameters ({', '.join(self.param_names)}), "
+                                f"got {len(params)}")
+        self.params = params
+
+
+class _LayerModel(_LanguageModel):
+    """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top."""
+
+    def __init__(self, layer, vocab_size, device=None):
+        self.layer, self.vocab_size, self.device = layer, vocab_size, device
+        self.num_hiddens = layer.num_hiddens
+        self.params = layer.init_params(device) + output_params(layer.num_outputs, vocab_size, device)
+        self.param_names = layer.names + ("W_hq", "b_q")
+
+    def forward(self, params, X, state, training=False):
+        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates)."""
+        Hs, state = self.layer.forward(params[:-2], ops.transpose(X), state, training)
+        return output_layer(Hs, *params[-2:]), state
+
+    def begin_state(self, batch_size, device=None):
+        """A fresh (zero) state for ``batch_size`` sequences."""
+        return self.layer.begin_state(batch_size, device)
+
+    def config(self):
+        """The settings that rebuild this model (see :func:`d2lrnn.models.make_model`)."""
+        layer = self.layer
+        return {"kind": self.kind, "cell": layer.cell.name, "vocab_size": self.vocab_size,
+                "num_hiddens": self.num_hiddens, "num_layers": layer.num_layers,
+                "bidirectional": layer.bidirectional, "dropout": layer.dropout,
+                "reset_after": layer.cell.reset_after}
+
+
+class StackedRNNModelScratch(_LayerModel):
+    """A language model on ``num_layers`` layers of ``cell`` ('rnn', 'gru', 'lstm') from scratch.
+
+    ``bidirectional`` runs each layer in both directions; ``dropout`` acts between layers during
+    training; ``reset_after`` picks the GRU's cuDNN form (the book's form by default).
+    """
+
+    kind = "scratch"
+
+    def __init__(self, vocab_size, num_hiddens, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0,
+                 reset_after=False, device=None):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        layer = RecurrentStack(cell, vocab_size, num_hiddens, num_layers, bidirectional, dropout, reset_after)
+        super().__init__(layer, vocab_size, device)
+
+
+class RNNModel(_LayerModel):
+    """The book's concise model: ``RNNModel(rnn_layer, vocab_size)`` on the framework's own layer.
+
+    ``rnn_layer`` is what :func:`d2lrnn.rnn_layer` returns, or a layer the reader built with the
+    framework (``torch.nn.GRU(len(vocab), 256, num_layers=2)``, ``keras.layers.LSTM(256)``,
+    ``gluon.rnn.RNN(256)``, ...). The model draws its own starting weights from d2lrnn's generator
+    (the same numbers on every backend) and keeps them in the book's layout; the layer computes
+    with them, mapped to its own layout inside the differentiated function.
+    """
+
+    kind = "concise"
+
+    def __init__(self, rnn_layer, vocab_size, device=None):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
+            rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
+        super().__init__(rnn_layer, vocab_size, device)
+        self.rnn = rnn_layer
+
+    def layer_params(self):
+        """The recurrent layer's weights in its own layout, ``[W_x, W_h, b_x, b_h]`` per layer-direction."""
+        return self.rnn.layer_params(self.params[:-2])
+
+
+class RNNModelScratch(_LanguageModel):
+    """An RNN language model from scratch (the book's ``RNNModelScratch``).
+
+    ``net(X, state)`` takes token indices X of shape (batch, num_steps) and returns
+    ``(Y, state)`` with Y of shape (num_steps * batch, vocab_size). ``forward_fn(inputs, state,
+    params)`` gets one-hot inputs (num_steps, batch, vocab_size) as in the book, or token indices
+    when it says it accepts them (``forward_fn.accepts_indices``, as d2lrnn's fast ``rnn``,
+    ``gru`` and ``lstm`` do). The parameters are a plain list, ``net.params``; training replaces
+    the list with new tensors.
+    """
+
+    def __init__(self, vocab_size, num_hiddens, device=None, get_params=get_params,
+                 init_state=init_rnn_state, forward_fn=rnn):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
+        self.vocab_size, self.num_hiddens, self.device = vocab_size, num_hiddens, device
+        self.params = list(get_params(vocab_size, num_hiddens, device))
+        self.init_state, self.forward_fn = init_state, forward_fn
+        self.cell = self._cell(get_params, len(self.params))
+        if self.cell is not None:
+            self.param_names = self.cell.names + ("W_hq", "b_q")
+        else:  # the reader's own functions: positional names
+            self.param_names = tuple(f"param{i}" for i in range(len(self.params)))
+        self.kind = "scratch" if self.cell is not None else "custom"
+
+    @staticmethod
+    def _cell(get_params, count):
+        """The d2lrnn cell behind ``get_params`` (if it is one of d2lrnn's), in the form its count implies."""
+        name = getattr(get_params, "cell", None)
+        if name is None:
+            return None
+        for reset_after in (False, True):
+            if name == "gru" or not reset_after:
+                cell = get_cell(name, reset_after)
+                if len(cell.names) + 2 == count:
+                    return cell
+        return None
+
+    def forward(self, params, X, state, training=False):
+        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates)."""
+        if getattr(self.forward_fn, "accepts_indices", False):
+            inputs = ops.transpose(X)
+        else:
+            inputs = ops.one_hot(ops.transpose(X), self.vocab_size)
+        return self.forward_fn(inputs, state, params)
+
+    def begin_state(self, batch_size, device=None):
+        """A fresh (zero) state for ``batch_size`` sequences."""
+        return self.init_state(batch_size, self.num_hiddens, device)
+
+    def config(self):
+        """The settings that rebuild this model, if it is built from d2lrnn's own functions."""
+        if self.cell is None:
+            return {"kind": "custom", "vocab_size": self.vocab_size, "num_hiddens": self.num_hiddens}
+        return {"kind": "scratch", "cell": self.cell.name, "vocab_size": self.vocab_size,
+                "num_hiddens": self.num_hiddens, "num_layers": 1, "bidirectional": False, "dropout": 0.0,
+                "reset_after": self.cell.reset_after}
