@@ -164,6 +164,10 @@ def keep_freed_memory():
 # -- native recurrent layers -------------------------------------------------------------------
 
 
+#: The order in which cuDNN-style layers (torch, Gluon) store the gates, in the book's gate letters.
+CUDNN_GATE_ORDER = {"rnn": "h", "gru": "rzh", "lstm": "ifco"}
+
+
 @dataclasses.dataclass(frozen=True)
 class NativeRNN:
     """A backend's declaration of its own recurrent layers, used by ``d2lrnn.models.native``.
@@ -192,8 +196,8 @@ class NativeRNN:
     gru_forms: tuple  # the GRU forms the framework computes: reset_after True and/or False
     build: object
     describe: object
-    prepare: object
     call: object
+    prepare: object = staticmethod(lambda layer, num_inputs: layer)  # default: the layer as built
 
     def supports(self, cell, reset_after=False):
         """Whether the framework has a layer computing ``cell`` (in the given GRU form)."""

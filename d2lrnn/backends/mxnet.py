@@ -336,9 +336,8 @@ def _call(layer, weights, X, states, training):
 
 _NATIVE = _common.NativeRNN(
     layer_names="gluon.rnn.RNN, GRU or LSTM",
-    gate_order={"rnn": "h", "gru": "rzh", "lstm": "ifco"},  # cuDNN's order
-    transposed=True, stacks_layers=True, gru_forms=(True,),
-    build=_build, describe=_describe, prepare=lambda layer, num_inputs: layer, call=_call)
+    gate_order=_common.CUDNN_GATE_ORDER, transposed=True, stacks_layers=True, gru_forms=(True,),
+    build=_build, describe=_describe, call=_call)
 
 
 def native_rnn():
