@@ -24,17 +24,19 @@ from .backends import available_backends, backend_name, generator_state, set_gen
 from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
 from .data import CORPORA, corpus_path, load_data_lm, ngram_perplexities
 from .errors import CheckpointError, D2LRNNError, DataError, RunFolderError, TrainingError
-from .models import make_model
+from .models import cell_names, make_model
 from .runs import open_run_folder
-from .train import format_perplexity, predict_ch8, quiet_numerics, train_ch8
+from .train import SEES_THE_FUTURE, format_perplexity, predict_ch8, quiet_numerics, train_ch8
 
 NGRAM_ORDERS = (1, 2, 3, 5)
+CELLS = tuple(cell_names())
 SAMPLE_CHARS = 100
 TIME_MACHINE_PREFIXES = ("time traveller", "traveller")
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
-TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "hidden": 512, "batch_size": 32,
+TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "cell": "rnn", "num_layers": 1, "dropout": 0.0,
+                  "hidden": 512, "batch_size": 32,
                   "num_steps": 35, "lr": 1.0, "clip": 1.0, "epochs": 30, "sampling": "sequential",
                   "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
 
@@ -120,6 +122,14 @@ def fraction(text):
     return value
 
 
+def dropout_rate(text):
+    """A dropout probability: 0 (none) up to, not including, 1."""
+    value = _number(text, float)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1 (e.g. 0.2), got {value:g}")
+    return value
+
+
 def folder(text):
     """A folder name (not empty)."""
     if not text.strip():
@@ -136,9 +146,13 @@ def backend_choice(text):
     return name
 
 
+#: Settings added after runs were first saved: a run saved without them used these defaults.
+ADDED_SETTINGS = ("cell", "num_layers", "dropout")
+
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
-SETTING_TYPES = {"hidden": positive_int, "batch_size": positive_int, "num_steps": positive_int,
-                 "lr": positive_float, "clip": positive_float, "epochs": positive_int,
+SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "hidden": positive_int,
+                 "batch_size": positive_int, "num_steps": positive_int, "lr": positive_float,
+                 "clip": positive_float, "epochs": positive_int,
                  "max_tokens": max_tokens, "val_fraction": fraction, "seed": seed_value}
 
 
@@ -162,7 +176,15 @@ def _add_train_parser(commands):
     setting("--corpus", f"{', '.join(CORPORA)}, or the path of a UTF-8 text file", metavar="NAME|PATH")
     setting("--model", "the RNN from scratch, or the framework's own RNN layer",
             choices=("scratch", "concise"))
-    setting("--hidden", "hidden units", metavar="N")
+    setting("--cell", "the recurrent cell: plain tanh RNN, gated recurrent unit, or long short-term memory",
+            choices=CELLS)
+    setting("--num-layers", "recurrent layers stacked on each other", metavar="L")
+    setting("--dropout", "dropout between recurrent layers while training (with --num-layers 2 or more)",
+            metavar="P")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="refused: a bidirectional model sees the character it is asked to predict (see the "
+                        "bidirectional-rnn notebook)")
+    setting("--hidden", "hidden units (per layer and direction)", metavar="N")
     setting("--batch-size", "sequences per minibatch", metavar="N")
     setting("--num-steps", "time steps per sequence", metavar="N")
     setting("--lr", "SGD learning rate", metavar="RATE")
@@ -242,23 +264,31 @@ def sample_prefixes(corpus, vocab, val_tokens, length=10):
     return tuple(text[i:i + length].strip() or text[:length] for i in (starts[0], middle))
 
 
+def model_name(args):
+    """``RNN``, ``GRU``, ``LSTM``; ``2-layer GRU`` for a deep one."""
+    layers = f"{args.num_layers}-layer " if args.num_layers > 1 else ""
+    return f"{layers}{args.cell.upper()}"
+
+
 def _summary(args, backend, train_iter, val_iter, vocab):
     epochs = f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
+    dropout = f", dropout {args.dropout:g}" if args.dropout else ""
     return (f"corpus {args.corpus}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} validation "
-            f"characters, vocabulary {len(vocab)} | backend {backend} | model {args.model}, "
-            f"{args.hidden} hidden units | {epochs}, {args.sampling} sampling")
+            f"characters, vocabulary {len(vocab)} | backend {backend} | {model_name(args)} ({args.model}), "
+            f"{args.hidden} hidden units{dropout} | {epochs}, {args.sampling} sampling")
 
 
-def perplexity_table(model, train_ppl, val_ppl, baselines):
-    """The RNN's train/validation perplexity above the n-gram models' validation perplexity."""
-    rows = [(f"RNN ({model})", format_perplexity(train_ppl), format_perplexity(val_ppl))]
+def perplexity_table(model, train_ppl, val_ppl, baselines, name="RNN"):
+    """The network's train/validation perplexity above the n-gram models' validation perplexity."""
+    rows = [(f"{name} ({model})", format_perplexity(train_ppl), format_perplexity(val_ppl))]
     rows += [(f"{n}-gram (add-k)", "-", format_perplexity(ppl)) for n, ppl in sorted(baselines.items())]
-    lines = [f"{'perplexity':<16}{'train':>10}{'validation':>12}"]
-    lines += [f"{name:<16}{train:>10}{val:>12}" for name, train, val in rows]
+    width = max(16, max(len(row[0]) for row in rows) + 2)
+    lines = [f"{'perplexity':<{width}}{'train':>10}{'validation':>12}"]
+    lines += [f"{label:<{width}}{train:>10}{val:>12}" for label, train, val in rows]
     trigram = baselines[3]
     verdict = "beats" if val_ppl < trigram else "does not beat"
     sign = "<" if val_ppl < trigram else ">="
-    lines.append(f"the RNN {verdict} the trigram on the validation text "
+    lines.append(f"the {name} {verdict} the trigram on the validation text "
                  f"({format_perplexity(val_ppl)} {sign} {format_perplexity(trigram)})")
     return "\n".join(lines)
 
@@ -374,7 +404,8 @@ def _report(args, folder, baselines, prefixes, epochs_done):
     net, vocab, info = load_checkpoint(folder / "model.npz")
     history = info["history"]
     print()
-    print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], baselines))
+    print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], baselines,
+                           model_name(args)))
     print(f"model.npz holds epoch {history['epoch'][-1]} of {epochs_done}, the one with the best validation "
           "perplexity")
     print(f"\nsamples (greedy, {SAMPLE_CHARS} characters):")
@@ -382,9 +413,16 @@ def _report(args, folder, baselines, prefixes, epochs_done):
         print(f"  {predict_ch8(prefix, SAMPLE_CHARS, net, vocab)}")
 
 
+def _num_params(vocab_size, args):
+    """How many numbers the model's parameters hold (before it is built)."""
+    G, h, L = {"rnn": 1, "gru": 3, "lstm": 4}.get(args.cell, 4), args.hidden, args.num_layers
+    layers = G * ((vocab_size + h + 1) * h + (L - 1) * (2 * h + 1) * h)
+    return layers + vocab_size * h + vocab_size
+
+
 def _check_memory(vocab_size, args):
     """Refuse a model whose parameters alone would not fit in this machine's memory."""
-    need = 4 * (args.hidden * args.hidden + 2 * vocab_size * args.hidden) * 4  # params, grads, updates, slack
+    need = 4 * _num_params(vocab_size, args) * 4  # float32: params, grads, updates, slack
     try:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
@@ -413,6 +451,15 @@ def _resume_state(args, folder, train_iter, vocab, digest):
     return net, history
 
 
+def run_stem(args, backend):
+    """The run folder's name before its number: ``timemachine-numpy-scratch`` for the plain one-layer
+    RNN (as before cells), ``timemachine-numpy-scratch-gru``, ``...-scratch-lstm-l2`` otherwise."""
+    parts = [corpus_name(args.corpus), backend, args.model]
+    if args.cell != "rnn" or args.num_layers > 1:
+        parts.append(args.cell + (f"-l{args.num_layers}" if args.num_layers > 1 else ""))
+    return "-".join(parts)
+
+
 def _train_here(args, backend, start):
     """``d2lrnn train`` on the already active backend."""
     ops.manual_seed(args.seed)
@@ -421,7 +468,7 @@ def _train_here(args, backend, start):
                                                args.val_fraction, seed=args.seed)
     _check_memory(len(vocab), args)
     digest = _corpus_digest(train_iter, val_iter)
-    stem = f"{corpus_name(args.corpus)}-{backend}-{args.model}"
+    stem = run_stem(args, backend)
     resume = args.resume is not None
     with open_run_folder(args.resume or args.out, "runs", stem, args.overwrite, resume) as out:
         print(_summary(args, backend, train_iter, val_iter, vocab))
@@ -434,9 +481,11 @@ def _train_here(args, backend, start):
             net, history = _resume_state(args, out, train_iter, vocab, digest)
             print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
         else:
-            net, history = make_model(args.model, len(vocab), args.hidden), None
+            net = make_model(args.model, len(vocab), args.hidden, cell=args.cell, num_layers=args.num_layers,
+                             dropout=args.dropout)
+            history = None
         hparams = _hparams(args, backend, prefixes, baselines, digest)
-        title = f"{corpus_name(args.corpus)}, {backend}, {args.model}"
+        title = f"{corpus_name(args.corpus)}, {backend}, {model_name(args)} ({args.model})"
         saver = EpochSaver(out, vocab, hparams, baselines, title, train_iter, history)
         try:
             history = train_ch8(net, train_iter, vocab, args.lr, args.epochs, None, args.sampling == "random",
@@ -487,7 +536,7 @@ def _resume_settings(args):
     if not isinstance(resume, dict) or not isinstance(resume.get("epoch"), int):
         raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
     for key in TRAIN_DEFAULTS:
-        value = saved.get(key)
+        value = saved.get(key, TRAIN_DEFAULTS[key] if key in ADDED_SETTINGS else None)
         check = SETTING_TYPES.get(key)
         try:
             value = check(str(value)) if check else value
@@ -511,7 +560,13 @@ def _resume_settings(args):
 def run_train(args):
     """``d2lrnn train``: the backend is switched to first, before any tensor is made."""
     start = time.perf_counter()
+    if args.bidirectional:
+        raise D2LRNNError(f"--bidirectional: {SEES_THE_FUTURE}; 'd2lrnn train' trains language models, so "
+                          "drop --bidirectional (the bidirectional-rnn notebook shows where it helps)")
     saved_backend = _resume_settings(args) if args.resume else _fill_settings(args)
+    if args.dropout and args.num_layers == 1:
+        raise D2LRNNError(f"--dropout {args.dropout:g} acts between recurrent layers, and one layer has "
+                          "none: add --num-layers 2 (or more), or drop --dropout")
     corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
     with use_backend(args.backend or saved_backend or backend_name()) as module:
         return _train_here(args, module.__name__.rsplit(".", 1)[-1], start)

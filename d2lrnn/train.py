@@ -24,6 +24,24 @@ from .progress import Animator, progress_bar
 DIVERGENCE_FACTOR = 2
 
 
+#: Why a bidirectional network is not trained as a next-token language model by default.
+SEES_THE_FUTURE = ("a bidirectional model reads each sequence from both ends, so when it predicts token t+1 "
+                   "it has already read it (its backward pass starts there): as a language model it learns "
+                   "to copy, not to predict")
+
+
+def is_bidirectional(net):
+    """Whether ``net``'s recurrent layer runs in both directions."""
+    return bool(getattr(getattr(net, "layer", None), "bidirectional", False))
+
+
+def check_causal(net, allow_bidirectional=False):
+    """Refuse to train a bidirectional ``net`` as a language model unless the caller asks for it."""
+    if is_bidirectional(net) and not allow_bidirectional:
+        raise ArgumentError(f"{SEES_THE_FUTURE}; use a one-directional model, or pass "
+                            "allow_bidirectional=True to train it anyway (to see it fail)")
+
+
 class Timer:
     """Record running times (the book's ``Timer``)."""
 
@@ -219,7 +237,7 @@ def _state_for(net, X, state, device, reset=False):
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, *,
-                    step=None, epoch=1, on_batch=None, last_good=None):
+                    step=None, epoch=1, on_batch=None, last_good=None, allow_bidirectional=False):
     """Train ``net`` for one epoch; return (perplexity, tokens per second).
 
     The state is re-initialised for every minibatch with random sampling, and carried over
@@ -230,6 +248,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     parameters that were finite and had a finite loss (``last_good``, a :class:`LastGood`,
     carries them across epochs).
     """
+    check_causal(net, allow_bidirectional)
     if step is None:
         lr = 1.0 if updater is None else updater
         step = make_train_step(net, lr, 1.0, loss or lm_loss)
@@ -329,7 +348,7 @@ def _check_history(history, num_epochs):
 
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
               clip=1.0, val_iter=None, progress=True, plot=None, prefixes=("time traveller", "traveller"),
-              verbose=True, history=None, on_epoch=None):
+              verbose=True, history=None, on_epoch=None, allow_bidirectional=False):
     """Train a language model (the book's ``train_ch8``) and return its history.
 
     Each epoch reports training perplexity, tokens/s and (with ``val_iter``) validation
@@ -343,7 +362,11 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     parameter becomes NaN or inf (the last finite parameters with a finite loss are kept), or
     an epoch's training perplexity is above ``DIVERGENCE_FACTOR`` times the vocabulary size
     (the parameters the epoch started from are kept).
+
+    A bidirectional model is refused (it sees the token it must predict) unless
+    ``allow_bidirectional`` is True.
     """
+    check_causal(net, allow_bidirectional)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     history = _check_history(history, num_epochs)
@@ -365,7 +388,7 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
             for epoch in range(first, num_epochs + 1):
                 ppl, speed = train_epoch_ch8(net, train_iter, None, None, device, use_random_iter,
                                              step=step, epoch=epoch, on_batch=lambda n: bar.update(1),
-                                             last_good=last_good)
+                                             last_good=last_good, allow_bidirectional=allow_bidirectional)
                 last_good.check_epoch(net, ppl, epoch)
                 history["epoch"].append(epoch)
                 history["train_ppl"].append(ppl)

@@ -63,7 +63,7 @@ def test_train_prints_the_setup_the_table_against_the_baselines_and_samples(tiny
     result, out = tiny_run
     lines = result.stdout.splitlines()
     assert lines[0] == (f"corpus timemachine: 3,600 training / 400 validation characters, vocabulary 28 | "
-                        f"backend {backend} | model scratch, 16 hidden units | 2 epochs, sequential sampling")
+                        f"backend {backend} | RNN (scratch), 16 hidden units | 2 epochs, sequential sampling")
     history = d2l.load_checkpoint(out / "model.npz")[2]["history"]
     train_ppl, val_ppl = history["train_ppl"][-1], history["val_ppl"][-1]
     table = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in lines
@@ -111,6 +111,54 @@ def test_concise_model_random_sampling_and_the_default_output_folder(tmp_path, m
     net, _, info = d2l.load_checkpoint(out / "model.npz")
     assert net.kind == "concise" and info["hparams"]["sampling"] == "random"
     assert "RNN (concise)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cell, layers, folder",
+                         [("gru", "2", "scratch-gru-l2"), ("lstm", "1", "concise-lstm")])
+def test_every_cell_trains_saves_resumes_and_generates(cell, layers, folder, tmp_path, monkeypatch, backend,
+                                                       capsys):
+    monkeypatch.chdir(tmp_path)
+    model = folder.split("-")[0]
+    dropout = ["--dropout", "0.2"] if layers != "1" else []
+    args = ["train", *TINY, "--epochs", "1", "--cell", cell, "--num-layers", layers, *dropout,
+            "--model", model]
+    assert cli.main(args) == 0
+    out = tmp_path / "runs" / f"timemachine-{backend}-{folder}-1"
+    assert sorted(os.listdir(out)) == RUN_FILES
+    printed = capsys.readouterr().out
+    name = f"{layers}-layer {cell.upper()}" if layers != "1" else cell.upper()
+    assert f"| {name} ({model}), 16 hidden units{', dropout 0.2' if dropout else ''} |" in printed
+    assert f"\n{name} ({model}) " in printed and f"the {name} " in printed  # the table's row and verdict
+    net, vocab, info = d2l.load_checkpoint(out / "model.npz")
+    assert info["cell"] == cell and info["num_layers"] == int(layers) and net.kind == model
+    assert info["dropout"] == (0.2 if dropout else 0.0) and info["hparams"]["cell"] == cell
+    assert net.named_params().keys() == d2l.make_model(model, len(vocab), 16, cell=cell,
+                                                       num_layers=int(layers)).named_params().keys()
+    # the run's settings come back on --resume; another cell is refused
+    assert cli.main(["train", "--resume", str(out), "--epochs", "2", "--cell", "rnn"]) == 2
+    assert f"drop --cell (the run used {cell})" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(out), "--epochs", "2", "--no-progress"]) == 0
+    assert d2l.checkpoint_info(out / "last.npz")["history"]["epoch"] == [1, 2]
+    capsys.readouterr()
+    assert cli.main(["generate", "--checkpoint", str(out), "--num-chars", "12"]) == 0
+    net, vocab, _ = d2l.load_checkpoint(out / "model.npz")
+    assert capsys.readouterr().out == d2l.predict_ch8("time traveller", 12, net, vocab) + "\n"
+
+
+def test_a_run_saved_before_cells_resumes_as_the_plain_rnn(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(run)]) == 0
+    capsys.readouterr()
+    with np.load(run / "last.npz") as data:  # the settings as an older d2lrnn saved them
+        arrays = {name: data[name] for name in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    for key in ("cell", "num_layers", "dropout"):
+        del meta["hparams"][key]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(run / "last.npz", **arrays)
+    assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0
+    info = d2l.checkpoint_info(run / "last.npz")
+    assert info["hparams"]["cell"] == "rnn" and info["hparams"]["num_layers"] == 1 and info["cell"] == "rnn"
 
 
 def test_help_is_readable(capsys):
@@ -171,6 +219,15 @@ BAD_ARGUMENTS = [
     (["generate", "--checkpoint", "{tmp}/nan.npz"], "holds 1 NaN or infinite values in W_hh"),
     (["generate", "--checkpoint", "{tmp}/nan.npz", "--prefix", ""], "--prefix is empty: give some text"),
     ([], "the following arguments are required: COMMAND"),
+    (["train", "--cell", "transformer"], "argument --cell: invalid choice: 'transformer' (choose from 'rnn', "
+                                         "'gru', 'lstm')"),
+    (["train", "--num-layers", "0"], "argument --num-layers: must be at least 1, got 0"),
+    (["train", "--dropout", "1"], "argument --dropout: must be at least 0 and below 1 (e.g. 0.2), got 1"),
+    (["train", "--dropout", "-0.1"], "argument --dropout: must be at least 0 and below 1"),
+    (["train", "--dropout", "0.2"], "--dropout 0.2 acts between recurrent layers, and one layer has none: "
+                                    "add --num-layers 2"),
+    (["train", "--bidirectional"], "--bidirectional: a bidirectional model reads each sequence from both "
+                                   "ends"),
 ]
 
 

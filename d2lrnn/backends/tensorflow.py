@@ -429,14 +429,40 @@ def custom_vjp(fwd, bwd):
     return f
 
 
+#: What tracing raises for Python code that graphs cannot hold, such as the book's loop
+#: ``for X in inputs: ... outputs.append(Y)`` over a tensor (AutoGraph turns it into a
+#: ``tf.while_loop``, and the list then holds tensors of the loop's inner graph).
+try:
+    from tensorflow.python.framework.errors_impl import InaccessibleTensorError
+except ImportError:  # moved: any ValueError while tracing then falls back (and, if real, recurs eagerly)
+    InaccessibleTensorError = ValueError
+_NOT_GRAPHABLE = (InaccessibleTensorError, tf.errors.OperatorNotAllowedInGraphError)
+
+
 def compile(fn):  # noqa: A001
     """``tf.function(fn)``: traced once per input signature, then run as one graph.
 
     Each distinct input shape gets its own trace (a short last minibatch is a second one): with
     ``reduce_retracing`` TensorFlow would instead trace once more with unknown dimensions, and
-    the time loop and reshapes above the shim need known ones.
+    the time loop and reshapes above the shim need known ones. Code that cannot be traced (a
+    reader's own forward function written as the book writes it: a Python loop over the time
+    steps of a tensor that appends to a list) runs eagerly instead, slower but the same numbers,
+    as the book's TensorFlow code itself runs it.
     """
-    return tf.function(fn, reduce_retracing=False)
+    graph = tf.function(fn, reduce_retracing=False)
+    eager = False
+
+    def step(*args):
+        nonlocal eager
+        if not eager:
+            try:
+                return graph(*args)
+            except _NOT_GRAPHABLE:
+                eager = True
+        return fn(*args)
+
+    step.graph, step.is_eager = graph, lambda: eager
+    return step
 
 
 def try_gpu(i=0):

@@ -14,7 +14,7 @@ what checkpoints store, so a model trained on one backend loads on any other.
 
 from .. import checks
 from ..errors import ArgumentError
-from .cell import Cell, get_cell
+from .cell import Cell, cell_names, get_cell
 from .gru import get_gru_params, gru, gru_textbook, init_gru_state
 from .lm import RNNModel, RNNModelScratch, StackedRNNModelScratch
 from .lstm import get_lstm_params, init_lstm_state, lstm, lstm_textbook
@@ -23,7 +23,7 @@ from .rnn import get_params, init_rnn_state, rnn, rnn_textbook
 from .stack import RecurrentStack
 
 __all__ = [
-    "Cell", "get_cell", "RecurrentStack", "NativeLayer", "rnn_layer",
+    "Cell", "cell_names", "get_cell", "RecurrentStack", "NativeLayer", "rnn_layer",
     "RNNModel", "RNNModelScratch", "StackedRNNModelScratch", "make_model",
     "get_params", "init_rnn_state", "rnn", "rnn_textbook",
     "get_gru_params", "init_gru_state", "gru", "gru_textbook",

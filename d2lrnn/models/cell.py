@@ -77,7 +77,7 @@ def register(cell):
 
 def cell_names():
     """The names of the known cells."""
-    return sorted({name for name, _ in _CELLS})
+    return list(dict.fromkeys(name for name, _ in _CELLS))  # in the order they were registered
 
 
 def get_cell(name, reset_after=False):
