@@ -84,6 +84,7 @@ from .train import (
     train_ch8,
     train_epoch_ch8,
 )
+from .truncation import FullBPTT, RandomizedTruncation, RegularTruncation, state_gradient_norms
 
 __version__ = "0.1.0"
 
@@ -101,6 +102,7 @@ __all__ = [
     "gru_textbook", "get_lstm_params", "init_lstm_state", "lstm", "lstm_textbook", "Animator", "progress_bar",
     "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
+    "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info",
 ]
 

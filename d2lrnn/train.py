@@ -17,6 +17,7 @@ from . import checks, ops
 from .backends import backend_name
 from .errors import ArgumentError, DataError, TrainingError
 from .progress import Animator, progress_bar
+from .truncation import get_truncation, truncated_forward
 
 #: A run has diverged when an epoch's training perplexity is above this many times the vocabulary
 #: size: an untrained model guesses about uniformly (perplexity V), so the run has gone far above
@@ -111,34 +112,40 @@ def lm_loss(Y_hat, Y):
     return ops.mean(ops.softmax_cross_entropy(Y_hat, ops.reshape(ops.transpose(Y), (-1,))))
 
 
-def _objective(net, loss, training):
-    """``(params, X, Y, state) -> (loss, new_state)``: what training differentiates.
+def _objective(net, loss, training, truncation=None):
+    """``(params, X, Y, state, *factors) -> (loss, new_state)``: what training differentiates.
 
     ``training`` turns dropout on, for models whose ``forward`` takes it (a reader's own
-    ``forward(params, X, state)`` is called as it is).
+    ``forward(params, X, state)`` is called as it is). ``truncation`` (see
+    :mod:`d2lrnn.truncation`) cuts or scales the gradient through the state inside the
+    minibatch; ``factors`` are its per-minibatch inputs (randomized truncation's xi).
     """
     takes_flag = "training" in inspect.signature(net.forward).parameters
     forward = functools.partial(net.forward, training=True) if training and takes_flag else net.forward
+    truncation = get_truncation(truncation)
 
-    def objective(params, X, Y, state):
-        Y_hat, new_state = forward(params, X, state)
+    def objective(params, X, Y, state, *factors):
+        run = truncated_forward(forward, truncation, ops.shape(X)[1])
+        Y_hat, new_state = run(params, X, state, *factors)
         return loss(Y_hat, Y), new_state
 
     return objective
 
 
-def make_train_step(net, lr, clip=1.0, loss=lm_loss):
-    """A compiled step ``(params, X, Y, state) -> (loss, new_params, new_state)``.
+def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None):
+    """A compiled step ``(params, X, Y, state, *factors) -> (loss, new_params, new_state)``.
 
-    Forward pass, gradients, clipping to global norm ``clip`` (None: no clipping), SGD.
+    Forward pass, gradients (through the whole minibatch, or truncated: ``truncation``, whose
+    ``factors(num_steps)`` are the step's extra inputs), clipping to global norm ``clip`` (None:
+    no clipping), SGD.
     """
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     if clip is not None:
         clip = checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
-    value_and_grad = ops.value_and_grad(_objective(net, loss, training=True), has_aux=True)
+    value_and_grad = ops.value_and_grad(_objective(net, loss, True, truncation), has_aux=True)
 
-    def step(params, X, Y, state):
-        (l, new_state), grads = value_and_grad(params, X, Y, state)
+    def step(params, X, Y, state, *factors):
+        (l, new_state), grads = value_and_grad(params, X, Y, state, *factors)
         if clip is not None:
             grads = grad_clipping(grads, clip)
         return l, sgd(params, grads, lr), new_state
@@ -237,7 +244,8 @@ def _state_for(net, X, state, device, reset=False):
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, *,
-                    step=None, epoch=1, on_batch=None, last_good=None, allow_bidirectional=False):
+                    step=None, epoch=1, on_batch=None, last_good=None, allow_bidirectional=False,
+                    truncation=None):
     """Train ``net`` for one epoch; return (perplexity, tokens per second).
 
     The state is re-initialised for every minibatch with random sampling, and carried over
@@ -246,12 +254,14 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     If the loss or an updated parameter becomes NaN or inf, training stops with a
     :class:`TrainingError` naming the epoch and step, and ``net.params`` keeps the last
     parameters that were finite and had a finite loss (``last_good``, a :class:`LastGood`,
-    carries them across epochs).
+    carries them across epochs). ``truncation``: see :func:`train_ch8` (a given ``step`` must
+    have been made with the same one).
     """
     check_causal(net, allow_bidirectional)
+    truncation = get_truncation(truncation)
     if step is None:
         lr = 1.0 if updater is None else updater
-        step = make_train_step(net, lr, 1.0, loss or lm_loss)
+        step = make_train_step(net, lr, 1.0, loss or lm_loss, truncation)
     last_good = last_good or LastGood(net.params)
     state, timer = None, Timer()
     metric = Accumulator(2)  # sum of losses * tokens, tokens
@@ -259,7 +269,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
         for i, (X, Y) in enumerate(train_iter, 1):
             state = _state_for(net, X, state, device, reset=use_random_iter)
             params = net.params
-            l, new_params, state = step(params, X, Y, state)
+            l, new_params, state = step(params, X, Y, state, *truncation.factors(ops.shape(X)[1]))
             l = last_good.check_step(net, params, l, new_params, epoch, i)
             n = ops.size(Y)
             metric.add(l * n, n)
@@ -348,7 +358,7 @@ def _check_history(history, num_epochs):
 
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
               clip=1.0, val_iter=None, progress=True, plot=None, prefixes=("time traveller", "traveller"),
-              verbose=True, history=None, on_epoch=None, allow_bidirectional=False):
+              verbose=True, history=None, on_epoch=None, allow_bidirectional=False, truncation=None):
     """Train a language model (the book's ``train_ch8``) and return its history.
 
     Each epoch reports training perplexity, tokens/s and (with ``val_iter``) validation
@@ -364,13 +374,16 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     (the parameters the epoch started from are kept).
 
     A bidirectional model is refused (it sees the token it must predict) unless
-    ``allow_bidirectional`` is True.
+    ``allow_bidirectional`` is True. ``truncation`` picks how far gradients travel back through
+    the state within a minibatch: None (all ``num_steps``), ``d2l.RegularTruncation(k)`` or
+    ``d2l.RandomizedTruncation(p)`` (see :mod:`d2lrnn.truncation`).
     """
     check_causal(net, allow_bidirectional)
+    truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     history = _check_history(history, num_epochs)
-    step = make_train_step(net, lr, clip)
+    step = make_train_step(net, lr, clip, truncation=truncation)
     eval_step = make_eval_step(net) if val_iter is not None else None
     first = len(history["epoch"]) + 1
     legend = ["train"] + (["validation"] if val_iter is not None else [])
@@ -388,7 +401,8 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
             for epoch in range(first, num_epochs + 1):
                 ppl, speed = train_epoch_ch8(net, train_iter, None, None, device, use_random_iter,
                                              step=step, epoch=epoch, on_batch=lambda n: bar.update(1),
-                                             last_good=last_good, allow_bidirectional=allow_bidirectional)
+                                             last_good=last_good, allow_bidirectional=allow_bidirectional,
+                                             truncation=truncation)
                 last_good.check_epoch(net, ppl, epoch)
                 history["epoch"].append(epoch)
                 history["train_ppl"].append(ppl)

@@ -53,8 +53,12 @@ def loss(params, X, Y, H0):
     return total / (batch * T)
 
 
-def loss_and_grads(params, X, Y, H0):
-    """The loss, the gradient of every parameter (BPTT by hand), and the final state H_T."""
+def loss_and_grads(params, X, Y, H0, xi=None):
+    """The loss, the gradient of every parameter (BPTT by hand), and the final state H_T.
+
+    ``xi`` (length T) truncates: the gradient flowing back from step t into the state H_t it
+    started from (and so into steps before t) is multiplied by ``xi[t]``.
+    """
     W_xh, W_hh, b_h, W_hq, b_q = as64(params)
     logits, Hs = forward(params, X, H0)
     batch, T = X.shape
@@ -78,8 +82,24 @@ def loss_and_grads(params, X, Y, H0):
         dW_xh += X_t.T @ dA
         dW_hh += Hs[t].T @ dA
         db_h += dA.sum(axis=0)
-        dH_next = dA @ W_hh.T
+        dH_next = dA @ W_hh.T * (1.0 if xi is None else xi[t])
     return total / n, grads, Hs[-1]
+
+
+def last_loss_state_grads(params, X, Y, H0):
+    """dL_T/dH_t for t = 0, ..., T-1, where L_T is the mean cross-entropy of the last step only."""
+    W_xh, W_hh, b_h, W_hq, b_q = as64(params)
+    logits, Hs = forward(params, X, H0)
+    batch, T = X.shape
+    logp = _log_softmax(logits[-1])
+    dO = np.exp(logp)
+    dO[np.arange(batch), Y[:, -1]] -= 1.0
+    dH = dO @ W_hq.T / batch
+    grads = []
+    for t in reversed(range(T)):
+        dH = (dH * (1.0 - Hs[t + 1] ** 2)) @ W_hh.T  # from H_{t+1} back to H_t
+        grads.append(dH)
+    return grads[::-1]
 
 
 def clip(grads, theta):
