@@ -232,10 +232,10 @@ def test_predict_maps_unknown_prefix_characters_to_unk():
     assert text.startswith("a?Z") and len(text) == 8
 
 
-def _twenty_steps(kind):
+def _twenty_steps(kind, cell="rnn", num_layers=1, bidirectional=False):
     """20 SGD steps with clipping from the same parameters and batches; losses and final params."""
     d2l.manual_seed(0)
-    net = d2l.models.make_model(kind, 28, 32)
+    net = d2l.models.make_model(kind, 28, 32, cell=cell, num_layers=num_layers, bidirectional=bidirectional)
     step = d2l.make_train_step(net, 1.0, 1.0)
     r = np.random.default_rng(0)  # a repeating random "text": learnable within 20 steps
     stream = np.tile(r.integers(0, 28, 23), 8 * 7).reshape(8, -1)
@@ -247,11 +247,19 @@ def _twenty_steps(kind):
     return losses, to_numpy_tree(net.scratch_params())
 
 
+# (cell, layers, bidirectional): the plain RNN, both gated cells, a 2-layer and a bidirectional model.
+# The concise GRU is the frameworks' reset-after form, the scratch one the book's: each is compared
+# with the same model on numpy (where the concise model runs the stack's own recurrence).
+MODELS = [("rnn", 1, False), ("gru", 1, False), ("lstm", 1, False), ("lstm", 2, False), ("gru", 2, False),
+          ("gru", 1, True), ("lstm", 2, True)]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m[0]}-{m[1]}layer{'-bidi' * m[2]}")
 @pytest.mark.parametrize("kind", ["scratch", "concise"])
-def test_twenty_sgd_steps_follow_numpy(kind):
-    losses, params = _twenty_steps(kind)
+def test_twenty_sgd_steps_follow_numpy(kind, model):
+    losses, params = _twenty_steps(kind, *model)
     with d2l.use_backend("numpy"):
-        ref_losses, ref_params = _twenty_steps(kind)
+        ref_losses, ref_params = _twenty_steps(kind, *model)
     # Each backend's float32 kernels round differently (summation order), and 20 clipped steps
     # compound those ~1e-7 differences: 1e-4 relative (1e-5 absolute near zero) covers them.
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
