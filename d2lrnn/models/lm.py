@@ -109,6 +109,9 @@ class RNNModel(_LayerModel):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
             rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
+        elif rnn_layer.num_inputs != vocab_size:
+            raise ArgumentError(f"the layer takes {rnn_layer.num_inputs} inputs but the vocabulary has "
+                                f"{vocab_size} tokens: build it with d2l.rnn_layer(len(vocab), ...)")
         super().__init__(rnn_layer, vocab_size, device)
         self.rnn = rnn_layer
 

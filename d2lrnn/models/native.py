@@ -12,6 +12,7 @@ runs instead.
 """
 
 from .. import ops
+from ..backends import backend_name
 from ..errors import ArgumentError
 from .stack import RecurrentStack
 
@@ -46,7 +47,7 @@ class NativeLayer(RecurrentStack):
         """A layer the reader built (``torch.nn.GRU(...)``, ``keras.layers.LSTM(...)``, ...), checked."""
         decl = _declaration()
         if decl is None:
-            raise ArgumentError(f"the {ops.backend_name()} backend has no framework layers to wrap: pass "
+            raise ArgumentError(f"the {backend_name()} backend has no framework layers to wrap: pass "
                                 "d2l.rnn_layer(...) or use d2l.make_model('scratch', ...)")
         config, unsupported = decl.describe(native)
         if config is None:
