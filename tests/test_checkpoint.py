@@ -13,13 +13,20 @@ KINDS = ("scratch", "concise")
 PREFIX = "time traveller"
 
 
-def _trained(kind):
+#: (kind, cell, num_layers, bidirectional, dropout) of models beyond the one-layer RNN
+MODELS = [("scratch", "gru", 2, False, 0.2), ("concise", "lstm", 1, False, 0.0),
+          ("concise", "gru", 2, True, 0.0), ("scratch", "lstm", 1, True, 0.0)]
+
+
+def _trained(kind, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0):
     """A small model trained for two epochs on the active backend, its vocabulary and history."""
     d2l.manual_seed(0)
     train_iter, _, vocab = d2l.load_data_lm("timemachine", 4, 8, False, max_tokens=1200, val_fraction=0,
                                             seed=0)
-    net = d2l.make_model(kind, len(vocab), 16)
-    history = d2l.train_ch8(net, train_iter, vocab, 1.0, 2, progress=False, plot=False, verbose=False)
+    net = d2l.make_model(kind, len(vocab), 16, cell=cell, num_layers=num_layers, bidirectional=bidirectional,
+                         dropout=dropout)
+    history = d2l.train_ch8(net, train_iter, vocab, 1.0, 2, progress=False, plot=False, verbose=False,
+                            allow_bidirectional=bidirectional)
     return net, vocab, history
 
 
@@ -71,6 +78,24 @@ def test_trained_on_this_backend_loads_on_numpy_with_the_same_greedy_text(kind, 
         params2 = _numpy_params(net2)
     assert d2l.backend_name() == backend
     assert info["backend"] == backend and info["kind"] == net.kind
+    for a, b in zip(params2, _numpy_params(net), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: "-".join(map(str, m)))
+def test_every_cell_depth_and_direction_round_trips_across_backends(model, tmp_path, backend):
+    net, vocab, history = _trained(*model)
+    text = _greedy(net, vocab)
+    path = d2l.save_checkpoint(tmp_path / "model.npz", net, vocab, history=history)
+    info = d2l.checkpoint_info(path)
+    kind, cell, num_layers, bidirectional, dropout = model
+    assert (info["kind"], info["cell"], info["num_layers"], info["bidirectional"], info["dropout"]) == model
+    assert info["reset_after"] == (cell == "gru" and kind == "concise")  # each kind's default GRU form
+    with d2l.use_backend("numpy"):
+        net2, vocab2, _ = d2l.load_checkpoint(path)
+        assert net2.param_names == net.param_names and net2.config() == net.config()
+        assert _greedy(net2, vocab2) == text
+        params2 = _numpy_params(net2)
     for a, b in zip(params2, _numpy_params(net), strict=True):
         np.testing.assert_array_equal(a, b)
 
