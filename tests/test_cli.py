@@ -276,8 +276,8 @@ def _switch_to_a_huge_learning_rate_after(monkeypatch, num_steps):
 
     real = train.make_train_step
 
-    def make_train_step(net, lr, clip=1.0, loss=train.lm_loss):
-        steps = [real(net, lr, clip, loss), real(net, 1e300, clip, loss)]
+    def make_train_step(net, lr, clip=1.0, loss=train.lm_loss, truncation=None):
+        steps = [real(net, lr, clip, loss, truncation), real(net, 1e300, clip, loss, truncation)]
         calls = []
 
         def step(*args):
