@@ -320,7 +320,27 @@ def _describe(layer):
             "reset_after": cell == "gru"}, unsupported
 
 
+def _one_layer_copies(layer, num_inputs):
+    """One single-layer Gluon layer per layer of ``layer`` (made once, kept on it), without dropout."""
+    if getattr(layer, "_d2lrnn_layers", None) is None:
+        D, h = layer._dir, layer._hidden_size
+        cell = _MODES[layer._mode]
+        layer._d2lrnn_layers = [_build(cell, num_inputs if i == 0 else D * h, h, 1, D == 2, 0.0, True)
+                                for i in range(layer._num_layers)]
+    return layer._d2lrnn_layers
+
+
 def _call(layer, weights, X, states, training):
+    if training and layer._dropout and layer._num_layers > 1:
+        # The CPU build's oneDNN RNN kernel ignores the dropout between layers, so run the layers
+        # one at a time and drop out between them here (the same fused kernel per layer).
+        D, new_states = layer._dir, []
+        for i, one in enumerate(_one_layer_copies(layer, X.shape[-1])):
+            if i:
+                X = dropout(X, layer._dropout)
+            X, s = _call(one, weights[i * D:(i + 1) * D], X, states[i * D:(i + 1) * D], training)
+            new_states.extend(s)
+        return X, new_states
     D, params = layer._dir, {}
     for slot, (W_x, W_h, b_x, b_h) in enumerate(weights):
         prefix = f"{'lr'[slot % D]}{slot // D}_"

@@ -154,3 +154,31 @@ def test_a_stack_feeds_each_layer_the_one_below_and_reverses_the_backward_direct
     np.testing.assert_allclose(ops.to_numpy(Y), np.concatenate([f1, b1], axis=2), rtol=1e-6, atol=1e-7)
     for got, want in zip(new_state, [hf0, hb0, hf1, hb1], strict=True):
         np.testing.assert_allclose(ops.to_numpy(got), want, rtol=1e-6, atol=1e-7)  # same ops, same order
+
+
+@pytest.mark.parametrize("kind", ["scratch", "concise"])
+@pytest.mark.parametrize("cell, bidirectional", [("gru", False), ("lstm", True)])
+def test_dropout_acts_between_layers_in_training_only(kind, cell, bidirectional):
+    """With p = 0.5 between two layers, two training passes differ (fresh masks) and differ from
+    evaluation; evaluation is deterministic and what ``net(X, state)`` computes; a single layer has
+    nowhere to drop. Every backend, the framework layers included (MXNet's CPU kernel ignores its
+    own dropout: d2lrnn drops between its layers)."""
+    d2l.manual_seed(0)
+    net = d2l.make_model(kind, 6, 5, cell=cell, num_layers=2, bidirectional=bidirectional, dropout=0.5)
+    net.params = [p * 60 if len(ops.shape(p)) == 2 else p for p in net.params]  # O(1) weights: drops show
+    X = ops.from_numpy(np.random.default_rng(6).integers(0, 6, (3, 4)))
+    state = net.begin_state(3)
+
+    def out(training):
+        return ops.to_numpy(net.forward(net.params, X, state, training=training)[0])
+
+    evaluation = out(False)
+    np.testing.assert_array_equal(out(False), evaluation)
+    np.testing.assert_array_equal(ops.to_numpy(net(X, state)[0]), evaluation)
+    first, second = out(True), out(True)
+    assert np.abs(first - second).max() > 0.05, "two training passes must draw different masks"
+    assert np.abs(first - evaluation).max() > 0.05
+    one = d2l.make_model(kind, 6, 5, cell=cell, bidirectional=bidirectional, dropout=0.5)
+    start = one.begin_state(3)
+    np.testing.assert_array_equal(ops.to_numpy(one.forward(one.params, X, start, training=True)[0]),
+                                  ops.to_numpy(one(X, start)[0]))
