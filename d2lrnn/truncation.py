@@ -157,7 +157,7 @@ def state_gradient_norms(net, X, Y, state=None, loss=None):
     loss = loss or lm_loss
     B, T = ops.shape(X)
     if state is None:
-        state = net.begin_state(B)
+        state = net.begin_state(B, getattr(net, "device", None))
     params, n = net.params, len(state)
 
     def last_step_loss(probes, X, Y, state):
