@@ -254,6 +254,7 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(argv, message, tmp_p
     assert captured.err.count("\n") == 1 and captured.err.startswith("d2lrnn")
     assert message.format(**fill) in captured.err
     assert d2l.backend_name() == backend
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "nan.npz", "torn.npz"]  # nothing written
 
 
 def test_divergence_exits_1_with_one_line_and_no_warning_before_it(tmp_path, capsys):
