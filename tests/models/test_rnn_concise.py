@@ -1,6 +1,7 @@
 """The concise model: the framework's own RNN layer computes what the scratch model computes."""
 
 import numpy as np
+import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
@@ -86,3 +87,60 @@ def test_concise_model_matches_numpy():
         return Y, H
 
     assert_parity(run_concise, [np.random.default_rng(0).integers(0, 6, (2, 4)).astype(np.int64)])
+
+
+def _readers_layer(backend, cell, num_layers, bidirectional, V, h):
+    """The framework layer a reader would build for this model, or None on numpy."""
+    if backend == "torch":
+        import torch
+
+        cls = {"rnn": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM}[cell]
+        return cls(V, h, num_layers=num_layers, bidirectional=bidirectional,
+                   dropout=0.3 if num_layers > 1 else 0)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        keras = tf.keras.layers
+        cls = {"rnn": keras.SimpleRNN, "gru": keras.GRU, "lstm": keras.LSTM}[cell]
+        layers = [cls(h) for _ in range(num_layers)]
+        layers = [tf.keras.layers.Bidirectional(one) for one in layers] if bidirectional else layers
+        return tf.keras.Sequential(layers) if num_layers > 1 else layers[0]
+    if backend == "mxnet":
+        import mxnet as mx
+
+        gluon = mx.gluon.rnn
+        kwargs = {"activation": "tanh"} if cell == "rnn" else {}  # gluon's RNN is a ReLU RNN by default
+        cls = {"rnn": gluon.RNN, "gru": gluon.GRU, "lstm": gluon.LSTM}[cell]
+        return cls(h, num_layers, bidirectional=bidirectional, dropout=0.3 if num_layers > 1 else 0,
+                   input_size=V, **kwargs)
+    return None
+
+
+@pytest.mark.parametrize("cell, num_layers, bidirectional", [("gru", 2, True), ("lstm", 2, False),
+                                                             ("rnn", 1, True), ("lstm", 1, True)])
+def test_a_layer_the_reader_built_computes_the_scratch_stack(backend, cell, num_layers, bidirectional):
+    """torch.nn.GRU(V, h, num_layers=2, bidirectional=True), keras Bidirectional GRUs in a Sequential,
+    gluon's LSTM...: RNNModel reads their settings and computes the scratch stack from the same
+    weights (the frameworks' GRU is the reset-after form)."""
+    V, h = 7, 5
+    native = _readers_layer(backend, cell, num_layers, bidirectional, V, h)
+    if native is None:  # numpy: no framework layer to build; refused in one line (test_bad_input.py)
+        assert backend == "numpy"
+        return
+    net = RNNModel(native, V)
+    config = net.config()
+    assert (config["cell"], config["num_layers"], config["bidirectional"]) == \
+        (cell, num_layers, bidirectional)
+    assert config["reset_after"] == (cell == "gru")
+    assert config["dropout"] == (0.3 if num_layers > 1 and backend != "tensorflow" else 0.0)
+    scratch = d2l.StackedRNNModelScratch(V, h, cell, num_layers, bidirectional, reset_after=cell == "gru")
+    assert scratch.param_names == net.param_names
+    r = np.random.default_rng(3)
+    params = [ops.from_numpy((r.standard_normal(ops.shape(p)) * 0.5).astype(np.float32))
+              for p in scratch.params]
+    X = ops.from_numpy(r.integers(0, V, (3, 4)))
+    Y1, s1 = scratch.forward(params, X, scratch.begin_state(3))
+    Y2, s2 = net.forward(params, X, net.begin_state(3))
+    # the framework's fused kernel sums in its own order: float32 rounding over 4 steps, 2 layers
+    for got, want in zip((Y2, *s2), (Y1, *s1), strict=True):
+        np.testing.assert_allclose(ops.to_numpy(got), ops.to_numpy(want), rtol=1e-5, atol=1e-5)
