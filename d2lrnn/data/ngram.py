@@ -94,30 +94,39 @@ class NGramLM:
         if self.vocab_size is None:
             raise DataError("this NGramLM is not fitted: call .fit(tokens, vocab_size) first")
 
-    def token_log_probs(self, tokens):
-        """``log P(w_t | w_{t-n+1}, ..., w_{t-1})`` for every position ``t`` of ``tokens`` (an array)."""
+    def counts_for(self, tokens, order=None):
+        """``(num, den)`` for every position ``t`` of ``tokens``: the count of the m-gram ending at
+        ``t`` and the count of its context, so that ``P(w_t | history) = (num + k) / (den + k V)``.
+
+        m is ``order`` (default ``n``, at most ``n``: a model of order n holds every lower order's
+        counts), or ``t + 1`` where the history is shorter; for m = 1 the context count is the number
+        of training tokens. These do not depend on ``k``, so many ``k`` are scored from one call.
+        """
         self._check_fitted()
+        order = self.n if order is None else int(order)
+        if not 1 <= order <= self.n:
+            raise DataError(f"order {order} is outside 1..{self.n}: a model of order {self.n} holds those")
         t = self._as_indices(tokens)
-        V, k, T = self.vocab_size, self.k, len(t)
-        out = np.empty(T)
-        if T == 0:
-            return out
-        out[:] = np.log((self._counts[1][t] + k) / (self.num_tokens + k * V))  # order 1 for all
+        V, T = self.vocab_size, len(t)
+        num = self._counts[1][t].astype(np.float64)  # order 1 for all
+        den = np.full(T, float(self.num_tokens))
         ids = t  # ids[i]: index of the (m-1)-gram starting at i among the fitted ones, or -1
-        for m in range(2, min(self.n, T) + 1):
+        for m in range(2, min(order, T) + 1):
             ctx_ids = ids[:-1]
             seen = ctx_ids >= 0
             ctx_count = np.where(seen, self._ctx[m - 1][np.maximum(ctx_ids, 0)], 0)
             ids = np.full(len(ctx_ids), -1, dtype=np.int64)
             ids[seen] = _lookup(self._keys[m], ctx_ids[seen] * V + t[m - 1:][seen])
             count = np.where(ids >= 0, self._counts[m][np.maximum(ids, 0)], 0)
-            logp = np.log((count + k) / (ctx_count + k * V))
-            # Position m-1 is the one token scored at order m; from position n-1 on, order n.
-            if m < self.n:
-                out[m - 1] = logp[0]
-            else:
-                out[m - 1:] = logp
-        return out
+            # Position m-1 is the one token scored at order m; from position `order`-1 on, that order.
+            stop = m if m < order else T
+            num[m - 1:stop], den[m - 1:stop] = count[:stop - m + 1], ctx_count[:stop - m + 1]
+        return num, den
+
+    def token_log_probs(self, tokens):
+        """``log P(w_t | w_{t-n+1}, ..., w_{t-1})`` for every position ``t`` of ``tokens`` (an array)."""
+        num, den = self.counts_for(tokens)
+        return np.log((num + self.k) / (den + self.k * self.vocab_size))
 
     def log_prob(self, context, token):
         """Natural log of ``P(token | context)``, using the last ``n - 1`` tokens of ``context``."""
@@ -136,36 +145,56 @@ class NGramLM:
         return math.exp(-float(self.token_log_probs(tokens).mean()))
 
 
+def _perplexities(num, den, vocab_size, ks):
+    """Perplexity of add-k smoothing for each ``k`` of ``ks``, from :meth:`NGramLM.counts_for`."""
+    return {k: math.exp(-float(np.log((num + k) / (den + k * vocab_size)).mean())) for k in ks}
+
+
+def _split_for_k(train, holdout_fraction=0.1):
+    cut = len(train) - max(1, int(round(len(train) * holdout_fraction)))
+    if cut < 1:
+        raise DataError(f"the training split has {len(train)} tokens, too few to choose k: "
+                        "give a longer corpus or pass k explicitly")
+    return train[:cut], train[cut:]
+
+
 def select_k(train, vocab_size, n, grid=K_GRID, holdout_fraction=0.1):
     """The ``k`` of ``grid`` with the lowest perplexity on the last ``holdout_fraction`` of ``train``.
 
     The model is fitted on the rest of ``train``, so the validation split is never looked at.
     """
-    cut = len(train) - max(1, int(round(len(train) * holdout_fraction)))
-    if cut < 1:
-        raise DataError(f"the training split has {len(train)} tokens, too few to choose k: "
-                        "give a longer corpus or pass k explicitly")
-    fit_part, held = train[:cut], train[cut:]
-    scores = {k: NGramLM(n, k).fit(fit_part, vocab_size).perplexity(held) for k in grid}
+    fit_part, held = _split_for_k(train, holdout_fraction)
+    scores = _perplexities(*NGramLM(n).fit(fit_part, vocab_size).counts_for(held), vocab_size, grid)
     return min(scores, key=scores.get)
-
-
-def _k_for(k, n, train, vocab_size):
-    if k is None:
-        return select_k(train, vocab_size, n)
-    if isinstance(k, dict):
-        return k[n]
-    return k
 
 
 def ngram_perplexities(train, val, vocab_size, ns=(1, 2, 3, 5), k=None):
     """``{n: perplexity on val}`` of add-k n-gram models fitted on ``train``.
 
     ``k`` is one number for every order, a dict ``{n: k}``, or None to pick each order's k
-    with :func:`select_k` (on a slice of ``train``).
+    with :func:`select_k` (on a slice of ``train``). The counts of every order come from one fit
+    of the highest order (and one on the slice), and every ``k`` is scored from the same counts.
     """
-    return {n: NGramLM(n, _k_for(k, n, train, vocab_size)).fit(train, vocab_size).perplexity(val)
-            for n in ns}
+    for n in ns:
+        _check_n(n)
+    if len(val) == 0:
+        raise DataError("cannot compute the perplexity of an empty token sequence: give at least one token")
+    top = max(ns)
+    if k is None:
+        fit_part, held = _split_for_k(train)
+        for_k = NGramLM(top).fit(fit_part, vocab_size)
+    model = NGramLM(top).fit(train, vocab_size)
+    result = {}
+    for n in ns:
+        if k is None:
+            scores = _perplexities(*for_k.counts_for(held, n), vocab_size, K_GRID)
+            k_n = min(scores, key=scores.get)
+        else:
+            k_n = k[n] if isinstance(k, dict) else k
+            if not k_n > 0:
+                NGramLM(n, k_n)  # the one-line error for a bad k
+        result[n] = _perplexities(*model.counts_for(val, n), vocab_size, (k_n,))[k_n]
+    return result
 
 
 def baseline_perplexity(train, val, vocab_size, n=3, k=None):

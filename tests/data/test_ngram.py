@@ -115,6 +115,21 @@ def test_time_machine_perplexities_match_the_issue():
     assert ppl == pytest.approx({1: 16.7, 2: 9.6, 3: 6.4, 5: 4.5}, abs=0.05)
 
 
+def test_one_fit_of_the_highest_order_scores_every_lower_order_as_its_own_model():
+    tokens = np.random.default_rng(2).integers(0, 6, 2000)
+    train, val = tokens[:1700], tokens[1700:]
+    top = d2l.NGramLM(5).fit(train, 6)
+    for n in (1, 2, 3, 4, 5):
+        own = d2l.NGramLM(n).fit(train, 6)
+        for a, b in zip(top.counts_for(val, n), own.counts_for(val), strict=True):
+            np.testing.assert_array_equal(a, b)
+    # ngram_perplexities (one fit, every k from the same counts) = a model per order with select_k
+    ppl = d2l.ngram_perplexities(train, val, 6, ns=(1, 2, 3, 5))
+    for n in (1, 2, 3, 5):
+        own = d2l.NGramLM(n, d2l.select_k(train, 6, n)).fit(train, 6).perplexity(val)
+        assert ppl[n] == pytest.approx(own, rel=1e-12)
+
+
 def test_fixed_and_per_order_k():
     tokens = np.random.default_rng(0).integers(0, 4, 500)
     train, val = tokens[:400], tokens[400:]
