@@ -19,6 +19,8 @@ import pathlib
 import sys
 import time
 
+import numpy as np
+
 from . import checks, ops
 from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
 from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
@@ -336,10 +338,16 @@ def perplexity_plot_writer(history, baselines, title="", best_epoch=None):
     return write
 
 
-def _corpus_digest(train_iter, val_iter):
-    """A fingerprint of the token stream: a resumed run must read the same text."""
-    digest = hashlib.sha1(train_iter.corpus.tobytes())
-    digest.update(val_iter.corpus.tobytes())
+def _corpus_digest(train_iter, val_iter, chunk=1 << 20):
+    """A fingerprint of the token stream: a resumed run must read the same text.
+
+    It hashes the indices as int64, as runs saved before the stream was stored compactly did,
+    a chunk at a time (no int64 copy of the whole corpus).
+    """
+    digest = hashlib.sha1()
+    for tokens in (train_iter.corpus, val_iter.corpus):
+        for start in range(0, len(tokens), chunk):
+            digest.update(tokens[start:start + chunk].astype(np.int64).tobytes())
     return digest.hexdigest()
 
 

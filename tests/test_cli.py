@@ -161,6 +161,16 @@ def test_a_run_saved_before_cells_resumes_as_the_plain_rnn(tmp_path, capsys):
     assert info["hparams"]["cell"] == "rnn" and info["hparams"]["num_layers"] == 1 and info["cell"] == "rnn"
 
 
+def test_the_corpus_fingerprint_is_that_of_the_int64_stream_runs_were_saved_with():
+    import hashlib
+
+    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    assert train_iter.corpus.dtype == np.uint8
+    as_int64 = [split.corpus.astype(np.int64).tobytes() for split in (train_iter, val_iter)]
+    expected = hashlib.sha1(b"".join(as_int64))
+    assert cli._corpus_digest(train_iter, val_iter, chunk=1000) == expected.hexdigest()
+
+
 def test_help_is_readable(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out

@@ -128,15 +128,33 @@ def tokenize(lines, token="word"):
     return [list(line) for line in lines]
 
 
+def index_dtype(vocab_size):
+    """The smallest unsigned integer type that holds every index of a vocabulary (uint8 up to 256
+    tokens): a corpus of n characters is then n bytes, not 8n."""
+    return np.min_scalar_type(max(int(vocab_size) - 1, 0))
+
+
+def compact(tokens):
+    """``tokens`` as a flat array of indices in the smallest unsigned type that holds them (no copy
+    when it already is one); anything that is not an integer array is converted to int64 first."""
+    t = np.asarray(tokens)
+    if t.dtype.kind not in "iu":
+        t = np.asarray(tokens, dtype=np.int64)
+    t = t.reshape(-1)
+    if not len(t) or t.min() < 0:
+        return t.astype(np.int64, copy=False)
+    return t.astype(index_dtype(int(t.max()) + 1), copy=False)
+
+
 def _char_indices(text):
-    """The vocabulary of the characters of ``text`` and ``text`` as an int64 index array.
+    """The vocabulary of the characters of ``text`` and ``text`` as an index array (:func:`index_dtype`).
 
     ``Counter`` over a string runs in C and keeps first-appearance order (the tie rule of
     :class:`Vocab`); the indices come from a code-point lookup table, not a Python loop.
     """
     vocab = Vocab.from_counter(collections.Counter(text))
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=np.int64)
+    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=index_dtype(len(vocab)))
     chars = vocab.idx_to_token[1:]
     lookup[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
     return lookup[codes], vocab
@@ -146,7 +164,7 @@ def _word_indices(lines):
     words = " ".join(lines).split()
     vocab = Vocab.from_counter(collections.Counter(words))
     index = vocab.token_to_idx
-    return np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words)), vocab
+    return np.fromiter(map(index.__getitem__, words), dtype=index_dtype(len(vocab)), count=len(words)), vocab
 
 
 def _check_max_tokens(max_tokens):
@@ -157,7 +175,10 @@ def _check_max_tokens(max_tokens):
 
 
 def load_corpus(corpus="timemachine", token="char", max_tokens=-1):
-    """Token indices of a whole corpus (int64 array) and its vocabulary.
+    """Token indices of a whole corpus and its vocabulary.
+
+    The indices are an array of the smallest unsigned type that holds them (:func:`index_dtype`:
+    one byte per character for an alphabet of up to 256 tokens); minibatches are int64.
 
     Lines are joined without a separator, as in the book, so with ``token='char'`` the
     stream has no line breaks. The vocabulary is built on the full text; ``max_tokens > 0``

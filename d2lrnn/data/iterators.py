@@ -19,7 +19,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import generator
 from ..errors import DataError
-from .corpus import load_corpus, train_val_split
+from .corpus import compact, load_corpus, train_val_split
 
 
 def _check_batching(num_tokens, batch_size, num_steps, name="corpus"):
@@ -66,13 +66,13 @@ def _epoch(corpus, starts, num_steps):
 
     def batches():
         for X, Y in zip(Xs, Ys):
-            yield ops.from_numpy(X), ops.from_numpy(Y)
+            yield ops.from_numpy(X.astype(np.int64)), ops.from_numpy(Y.astype(np.int64))
 
     return batches()
 
 
 def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):
-    corpus = np.asarray(corpus, dtype=np.int64).reshape(-1)
+    corpus = compact(corpus)
     _check_batching(len(corpus), batch_size, num_steps, name)
     rng = generator() if rng is None else rng
     n = len(corpus)
@@ -127,7 +127,7 @@ class SeqDataLoader:
         return loader
 
     def _setup(self, tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name):
-        self.corpus = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        self.corpus = compact(tokens)  # one byte per character: the epoch's batches are gathered from it
         _check_batching(len(self.corpus), batch_size, num_steps, name)
         self.vocab, self.batch_size, self.num_steps = vocab, int(batch_size), int(num_steps)
         self.use_random_iter, self.random_offset, self.name = bool(use_random_iter), random_offset, name

@@ -62,7 +62,7 @@ def test_word_corpus_the_count():
     assert vocab.token_freqs[:3] == [("the", 2261), ("i", 1267), ("and", 1245)]
     assert vocab["the"] == 1
     assert len(corpus) == 32775 and len(vocab) == 4580
-    assert corpus.dtype == np.int64 and int(np.sum(corpus == 1)) == 2261
+    assert corpus.dtype == np.uint16 and int(np.sum(corpus == 1)) == 2261  # 4,580 words: two bytes each
 
 
 def test_tinyshakespeare_numbers():
@@ -198,3 +198,16 @@ def test_unknown_token_type():
         d2l.tokenize(["abc"], "byte")
     with pytest.raises(d2l.DataError, match="unknown token type"):
         d2l.load_corpus("timemachine", token="bpe")
+
+
+def test_indices_are_stored_in_the_smallest_unsigned_type():
+    corpus, vocab = d2l.load_corpus("timemachine")
+    assert corpus.dtype == np.uint8 and len(vocab) == 28  # one byte per character, not eight
+    from d2lrnn.data.corpus import compact, index_dtype
+
+    assert [index_dtype(n) for n in (1, 256, 257, 65536, 65537)] == [np.uint8, np.uint8, np.uint16, np.uint16,
+                                                                      np.uint32]
+    assert compact(list(range(300))).dtype == np.uint16
+    np.testing.assert_array_equal(compact([[3, 1], [2, 0]]), [3, 1, 2, 0])
+    assert compact(np.array([], dtype=np.int64)).dtype == np.int64
+    assert np.shares_memory(compact(corpus), corpus)  # already compact: no copy
