@@ -461,7 +461,6 @@ def compile(fn):  # noqa: A001
                 eager = True
         return fn(*args)
 
-    step.graph, step.is_eager = graph, lambda: eager
     return step
 
 

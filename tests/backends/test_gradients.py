@@ -34,6 +34,7 @@ from d2lrnn import ops
 from d2lrnn.backends import SHIM_FUNCTIONS
 from d2lrnn.models.bptt import rnn_tanh_scan
 from tests import gradcheck
+from tests.backends.shared import product_and_tanh_sum
 from tests.gradcheck import FLOAT32, FLOAT64, check_gradient
 
 _r = np.random.default_rng(20240611)
@@ -105,20 +106,6 @@ class Special:
 # -- custom_vjp with hand-written backward passes known to be right ------------------------------
 
 
-def _product_and_tanh_sum(a, b):
-    """(a * b, tanh(a + b)) with its gradient by hand."""
-    def fwd(a, b):
-        s = ops.tanh(a + b)
-        return (a * b, s), (a, b, s)
-
-    def bwd(res, g_prod, g_tanh):
-        a, b, s = res
-        g_sum = g_tanh * (1.0 - s * s)
-        return g_prod * b + g_sum, g_prod * a + g_sum
-
-    return ops.custom_vjp(fwd, bwd)(a, b)
-
-
 def _cube_scaled(x, c):
     """x^3 * c (c is not differentiated below: an input outside the recorded graph)."""
     def fwd(x, c):
@@ -133,8 +120,8 @@ def _cube_scaled(x, c):
 
 def _custom_vjp_nested(a, b):
     """Two calls of one custom function, the second on the first's output (residuals per call)."""
-    prod, s = _product_and_tanh_sum(a, b)
-    return _product_and_tanh_sum(prod, s * a)
+    prod, s = product_and_tanh_sum(a, b)
+    return product_and_tanh_sum(prod, s * a)
 
 
 # -- the library's own users of custom_vjp --------------------------------------------------------
@@ -356,8 +343,8 @@ CASES = {
                   Case(lambda x: ops.exp(ops.to_device(x, ops.try_gpu())), [normal(3, 4)])],
     "detach": [Special(_check_detach, 1)],
     "custom_vjp": [
-        Case(_product_and_tanh_sum, [normal(3, 4), normal(3, 4)]),
-        Case(lambda a, b: _product_and_tanh_sum(a, b)[1], [normal(3, 4), normal(3, 4)]),  # one output used
+        Case(product_and_tanh_sum, [normal(3, 4), normal(3, 4)]),
+        Case(lambda a, b: product_and_tanh_sum(a, b)[1], [normal(3, 4), normal(3, 4)]),  # one output used
         Case(_cube_scaled, [normal(3, 4), normal(3, 4)], wrt=[0]),  # a constant argument
         Case(_cube_scaled, [normal(3, 4), normal(3, 4)], wrt=[1]),
         Case(_custom_vjp_nested, [normal(3, 4), normal(3, 4)]),

@@ -9,6 +9,7 @@ import pytest
 import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.backends import SHIM_FUNCTIONS, available_backends
+from tests.backends.shared import framework_gpu_count, product_and_tanh_sum
 from tests.parity import assert_close, assert_parity
 
 BACKENDS_DIR = pathlib.Path(d2l.__file__).parent / "backends"
@@ -31,24 +32,6 @@ def ints(high, *shape):
 def op(name):
     """Look the function up on each call: ``ops.tanh`` itself is bound to the backend active now."""
     return lambda *args, **kwargs: getattr(ops, name)(*args, **kwargs)
-
-
-def _framework_gpu_count():
-    """How many GPUs the active backend's framework itself reports (numpy: none)."""
-    name = d2l.backend_name()
-    if name == "torch":
-        import torch
-
-        return torch.cuda.device_count()
-    if name == "tensorflow":
-        import tensorflow as tf
-
-        return len(tf.config.list_physical_devices("GPU"))
-    if name == "mxnet":
-        import mxnet as mx
-
-        return mx.context.num_gpus()
-    return 0
 
 
 def _seeded_normal():
@@ -77,20 +60,6 @@ def _compiled(W, x):
     return ops.compile(step)([W], x)
 
 
-def _product_and_tanh_sum(a, b):
-    # outputs (a * b, tanh(a + b)) with their gradients written by hand
-    def fwd(a, b):
-        s = ops.tanh(a + b)
-        return (a * b, s), (a, b, s)
-
-    def bwd(res, g_prod, g_tanh):
-        a, b, s = res
-        g_sum = g_tanh * (1.0 - s * s)
-        return g_prod * b + g_sum, g_prod * a + g_sum
-
-    return ops.custom_vjp(fwd, bwd)(a, b)
-
-
 def _linear_transposed_weight(X, W_t, b):
     # a weight that is a transposed view (as the BPTT loop passes W_hh^T)
     return ops.linear(X, ops.transpose(W_t), b)
@@ -110,7 +79,7 @@ def _tanh_grad_recorded(x, dY):
 
 
 def _custom_vjp_one_output_used(a, b):
-    return _product_and_tanh_sum(a, b)[0] * 3.0
+    return product_and_tanh_sum(a, b)[0] * 3.0
 
 
 def _native_lstm_forward(*args):
@@ -205,12 +174,12 @@ CASES = {
     "detach": [(lambda x: ops.detach(x) * x, [f32(2, 3)], True)],
     "value_and_grad": [(_vg, [f32(4, 3), f32(5, 4)], False),
                        (_vg_aux, [f32(4, 3), f32(5, 4)], False)],
-    "custom_vjp": [(_product_and_tanh_sum, [f32(3, 4), f32(3, 4)], True),
+    "custom_vjp": [(product_and_tanh_sum, [f32(3, 4), f32(3, 4)], True),
                    (_custom_vjp_one_output_used, [f32(3, 4), f32(3, 4)], True)],
     "compile": [(_compiled, [f32(4, 3), f32(5, 4)], False)],
     "try_gpu": [(lambda x: ops.to_device(x, ops.try_gpu()) + 1.0, [f32(2, 2)], False)],
     "cpu": [(lambda x: ops.to_device(x, ops.cpu()) + 1.0, [f32(2, 2)], False)],
-    "num_gpus": [(lambda: ops.num_gpus() == _framework_gpu_count(), [], False)],
+    "num_gpus": [(lambda: ops.num_gpus() == framework_gpu_count(), [], False)],
     "to_device": [(lambda x: ops.to_device(x, ops.cpu()), [f32(2, 2)], True)],
     "set_num_threads": [(lambda x: (ops.set_num_threads(2), x + 1.0)[1], [f32(2)], False)],
 }
@@ -323,7 +292,7 @@ def test_custom_vjp_gradient_equals_automatic_gradient():
         return ops.sum(p[0] * p[1] * 2.0 + ops.tanh(p[0] + p[1]))
 
     def custom(p):
-        prod, tanh_sum = _product_and_tanh_sum(p[0], p[1])
+        prod, tanh_sum = product_and_tanh_sum(p[0], p[1])
         return ops.sum(prod * 2.0 + tanh_sum)
 
     args = [[ops.from_numpy(a), ops.from_numpy(b)]]

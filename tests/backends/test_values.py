@@ -26,6 +26,7 @@ import pytest
 import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.backends import SHIM_FUNCTIONS
+from tests.backends.shared import framework_gpu_count, product_and_tanh_sum
 
 U = 2.0 ** -24  # float32 unit roundoff: |fl(x) - x| <= U |x| for one correctly rounded operation
 TINY = float(np.finfo(np.float32).tiny)  # below this float32 is subnormal and has no relative precision
@@ -646,7 +647,6 @@ def test_native_rnn_layer_is_the_tanh_recurrence():
     check(H_T, H, err)
 
 
-
 # -- randomness, gradients, compilation, devices ---------------------------------------------------
 
 
@@ -682,32 +682,19 @@ def test_value_and_grad_value_part():
     check(H, H64, H_bound)
 
 
-def _custom_fn():
-    def fwd(a, b):
-        s = ops.tanh(a + b)
-        return (a * b, s), (a, b, s)
-
-    def bwd(res, g_prod, g_tanh):
-        a, b, s = res
-        g_sum = g_tanh * (1.0 - s * s)
-        return g_prod * b + g_sum, g_prod * a + g_sum
-
-    return ops.custom_vjp(fwd, bwd)
-
-
 def test_custom_vjp_forward_is_fwds_outputs():
     a, b = f32(3, 4), f32(3, 4)
     prod, s = f64(a) * f64(b), np.tanh(f64(a) + f64(b))
     # a*b: one correctly rounded product (U relative; 2 U for a margin); tanh(a + b): the sum's
     # rounding (U) through tanh' <= 1, plus KERNEL
     bounds = (2 * U * np.abs(prod), U * np.abs(f64(a) + f64(b)) + KERNEL * np.abs(s))
-    out = _custom_fn()(t(a), t(b))
+    out = product_and_tanh_sum(t(a), t(b))
     assert isinstance(out, tuple) and len(out) == 2
     for got, expected, bound in zip(out, (prod, s), bounds):
         check(got, expected, bound)
     # the same numbers while gradients are recorded (returned as aux)
-    (_, out), _ = ops.value_and_grad(lambda p: (ops.sum(_custom_fn()(p[0], p[1])[0]),
-                                                _custom_fn()(p[0], p[1])), has_aux=True)([t(a), t(b)])
+    (_, out), _ = ops.value_and_grad(lambda p: (ops.sum(product_and_tanh_sum(p[0], p[1])[0]),
+                                                product_and_tanh_sum(p[0], p[1])), has_aux=True)([t(a), t(b)])
     for got, expected, bound in zip(out, (prod, s), bounds):
         check(got, expected, bound)
     # one output: still a tuple
@@ -756,26 +743,9 @@ def test_compiled_training_step_values():
         check(new_W, expected_W, 1e-5)
 
 
-def _framework_gpu_count():
-    name = d2l.backend_name()
-    if name == "torch":
-        import torch
-
-        return torch.cuda.device_count()
-    if name == "tensorflow":
-        import tensorflow as tf
-
-        return len(tf.config.list_physical_devices("GPU"))
-    if name == "mxnet":
-        import mxnet as mx
-
-        return mx.context.num_gpus()
-    return 0  # README: NumPy runs on the CPU only
-
-
 def test_num_gpus_is_the_frameworks_count():
     n = ops.num_gpus()
-    assert type(n) is int and n == _framework_gpu_count()
+    assert type(n) is int and n == framework_gpu_count()
 
 
 def test_devices_are_consistent():
