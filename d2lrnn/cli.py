@@ -24,7 +24,7 @@ import numpy as np
 from . import checks, ops
 from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
 from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
-from .data import CORPORA, corpus_path, load_data_lm, ngram_perplexities
+from .data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from .errors import CheckpointError, D2LRNNError, DataError, RunFolderError, TrainingError
 from .models import cell_names, make_model
 from .runs import open_run_folder
@@ -338,16 +338,20 @@ def perplexity_plot_writer(history, baselines, title="", best_epoch=None):
     return write
 
 
-def _corpus_digest(train_iter, val_iter, chunk=1 << 20):
+def _corpus_digest(train_iter, val_iter, chunk=1 << 20, int64=False):
     """A fingerprint of the token stream: a resumed run must read the same text.
 
-    It hashes the indices as int64, as runs saved before the stream was stored compactly did,
-    a chunk at a time (no int64 copy of the whole corpus).
+    The SHA-1 of the indices as stored (one byte per character), after their type's name. With
+    ``int64=True``, the SHA-1 of the indices as int64, computed a chunk at a time: what runs saved
+    before the stream was stored compactly hold (8 times the bytes to hash).
     """
     digest = hashlib.sha1()
+    if not int64:
+        digest.update(f"{train_iter.corpus.dtype.str}:".encode())
     for tokens in (train_iter.corpus, val_iter.corpus):
         for start in range(0, len(tokens), chunk):
-            digest.update(tokens[start:start + chunk].astype(np.int64).tobytes())
+            piece = tokens[start:start + chunk]
+            digest.update(piece.astype(np.int64).tobytes() if int64 else piece.tobytes())
     return digest.hexdigest()
 
 
@@ -441,10 +445,11 @@ def _check_memory(vocab_size, args):
                           "use a smaller --hidden")
 
 
-def _resume_state(args, folder, train_iter, vocab, digest):
+def _resume_state(args, folder, train_iter, val_iter, vocab, digest):
     """The model and history of the run in ``folder``, with its random generators put back."""
     net, saved_vocab, info = load_checkpoint(folder / "last.npz")
-    if saved_vocab != vocab or info["hparams"].get("corpus_sha1") != digest:
+    saved = info["hparams"].get("corpus_sha1")
+    if saved_vocab != vocab or saved not in (digest, _corpus_digest(train_iter, val_iter, int64=True)):
         raise DataError(f"the corpus {args.corpus} is not the text the run in {folder.path} was trained on "
                         "(it changed since): resume needs the same text; start a new run instead")
     resume, history = info["resume"], info["history"]
@@ -481,12 +486,14 @@ def _train_here(args, backend, start):
     with open_run_folder(args.resume or args.out, "runs", stem, args.overwrite, resume) as out:
         print(_summary(args, backend, train_iter, val_iter, vocab))
         print(f"output folder {out.path}", flush=True)
-        baselines = ngram_perplexities(train_iter.corpus, val_iter.corpus, len(vocab), ns=NGRAM_ORDERS)
+        fit, held, note = baseline_sample(train_iter.corpus, val_iter.corpus)
+        baselines = ngram_perplexities(fit, held, len(vocab), ns=NGRAM_ORDERS)
         print("n-gram validation perplexity: " + ", ".join(f"{n}-gram {p:.2f}" for n, p in baselines.items())
-              + f" (the trigram's {baselines[3]:.2f} is the one to beat)", flush=True)
+              + f" (the trigram's {baselines[3]:.2f} is the one to beat)"
+              + (f"; a sample of the large text: {note}" if note else ""), flush=True)
         prefixes = sample_prefixes(args.corpus, vocab, val_iter.corpus)
         if resume:
-            net, history = _resume_state(args, out, train_iter, vocab, digest)
+            net, history = _resume_state(args, out, train_iter, val_iter, vocab, digest)
             print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
         else:
             net = make_model(args.model, len(vocab), args.hidden, cell=args.cell, num_layers=args.num_layers,

@@ -161,14 +161,31 @@ def test_a_run_saved_before_cells_resumes_as_the_plain_rnn(tmp_path, capsys):
     assert info["hparams"]["cell"] == "rnn" and info["hparams"]["num_layers"] == 1 and info["cell"] == "rnn"
 
 
-def test_the_corpus_fingerprint_is_that_of_the_int64_stream_runs_were_saved_with():
+def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_one_of_older_runs():
     import hashlib
 
     train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
     assert train_iter.corpus.dtype == np.uint8
+    stored = b"|u1:" + train_iter.corpus.tobytes() + val_iter.corpus.tobytes()
+    assert cli._corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
     as_int64 = [split.corpus.astype(np.int64).tobytes() for split in (train_iter, val_iter)]
     expected = hashlib.sha1(b"".join(as_int64))
-    assert cli._corpus_digest(train_iter, val_iter, chunk=1000) == expected.hexdigest()
+    assert cli._corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
+
+
+def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(run)]) == 0
+    capsys.readouterr()
+    with np.load(run / "last.npz") as data:
+        arrays = {name: data[name] for name in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    meta["hparams"]["corpus_sha1"] = cli._corpus_digest(train_iter, val_iter, int64=True)
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(run / "last.npz", **arrays)
+    assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0
+    assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"] == [1, 2]
 
 
 def test_help_is_readable(capsys):
@@ -542,3 +559,19 @@ def test_sample_prefixes_of_other_corpora_come_from_the_validation_text():
                for i in range(1, len(text)))
     assert cli.sample_prefixes("timemachine", vocab, val_iter.corpus) == ("time traveller", "traveller")
 
+
+
+def test_baselines_of_a_large_text_are_fitted_on_a_sample_and_the_output_says_so(tmp_path, capsys,
+                                                                                 monkeypatch):
+    from d2lrnn.data import ngram
+
+    monkeypatch.setattr(ngram, "BASELINE_FIT_TOKENS", 1000)
+    monkeypatch.setattr(ngram, "BASELINE_SCORE_TOKENS", 300)
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert ("a sample of the large text: fitted on the first 1,000 of 3,600 training tokens, scored on the "
+            "first 300 of 400 validation tokens") in out
+    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    expected = d2l.ngram_perplexities(train_iter.corpus[:1000], val_iter.corpus[:300], len(vocab))
+    info = d2l.checkpoint_info(tmp_path / "run" / "last.npz")
+    assert info["hparams"]["ngram_val_ppl"] == {str(n): ppl for n, ppl in expected.items()}

@@ -21,14 +21,14 @@ from .iterators import (
     seq_data_iter_random,
     seq_data_iter_sequential,
 )
-from .ngram import NGramLM, baseline_perplexity, ngram_counts, ngram_perplexities, select_k
+from .ngram import NGramLM, baseline_perplexity, baseline_sample, ngram_counts, ngram_perplexities, select_k
 from .plots import plot_zipf
 from .vocab import Vocab, count_corpus
 
 __all__ = [
     "CORPORA", "corpus_path", "read_corpus", "read_time_machine", "tokenize", "load_corpus",
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus",
-    "ngram_counts", "NGramLM", "select_k", "ngram_perplexities", "baseline_perplexity", "plot_zipf",
-    "seq_data_iter_random", "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine",
-    "load_data_lm",
+    "ngram_counts", "NGramLM", "select_k", "ngram_perplexities", "baseline_perplexity", "baseline_sample",
+    "plot_zipf", "seq_data_iter_random", "seq_data_iter_sequential", "SeqDataLoader",
+    "load_data_time_machine", "load_data_lm",
 ]

@@ -7,6 +7,7 @@ Japanese or Korean keeps every character except the line breaks, and each charac
 a token.
 """
 
+import codecs
 import collections
 import functools
 import os
@@ -146,18 +147,125 @@ def compact(tokens):
     return t.astype(index_dtype(int(t.max()) + 1), copy=False)
 
 
+#: Characters per slice when a whole text is converted piece by piece (bounded temporary memory).
+CHUNK = 1 << 20
+
+
+def _ordered_vocab(counts, first_seen):
+    """A :class:`Vocab` from ``{token: count}``, ties broken by first appearance (``{token: position}``)."""
+    order = sorted(counts, key=first_seen.__getitem__)
+    return Vocab.from_counter(collections.Counter({token: counts[token] for token in order}))
+
+
 def _char_indices(text):
     """The vocabulary of the characters of ``text`` and ``text`` as an index array (:func:`index_dtype`).
 
     ``Counter`` over a string runs in C and keeps first-appearance order (the tie rule of
-    :class:`Vocab`); the indices come from a code-point lookup table, not a Python loop.
+    :class:`Vocab`); the indices come from a code-point lookup table, not a Python loop, applied
+    :data:`CHUNK` characters at a time so the 4-byte code points of the whole text never exist at once.
     """
     vocab = Vocab.from_counter(collections.Counter(text))
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-    lookup = np.zeros(int(codes.max()) + 1 if len(codes) else 1, dtype=index_dtype(len(vocab)))
     chars = vocab.idx_to_token[1:]
+    lookup = np.zeros(max(map(ord, chars), default=0) + 1, dtype=index_dtype(len(vocab)))
     lookup[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
-    return lookup[codes], vocab
+    indices = np.empty(len(text), dtype=lookup.dtype)
+    for start in range(0, len(text), CHUNK):
+        codes = np.frombuffer(text[start:start + CHUNK].encode("utf-32-le"), dtype=np.uint32)
+        np.take(lookup, codes, out=indices[start:start + len(codes)])
+    return indices, vocab
+
+
+def _byte_indices(data):
+    """Vocabulary and indices of a byte string whose tokens are its bytes (cleaned English text).
+
+    Counting and indexing run on the bytes in slices of :data:`CHUNK`: memory is the text's bytes
+    plus one byte per character for the indices.
+    """
+    codes = np.frombuffer(data, dtype=np.uint8)
+    counts = np.zeros(256, dtype=np.int64)
+    for start in range(0, len(codes), CHUNK):
+        counts += np.bincount(codes[start:start + CHUNK], minlength=256)
+    present = np.flatnonzero(counts)
+    vocab = _ordered_vocab({chr(b): int(counts[b]) for b in present},
+                           {chr(b): data.find(bytes([b])) for b in present})
+    lookup = np.zeros(256, dtype=index_dtype(len(vocab)))
+    lookup[present] = [vocab.token_to_idx[chr(b)] for b in present]
+    indices = np.empty(len(codes), dtype=lookup.dtype)
+    for start in range(0, len(codes), CHUNK):
+        np.take(lookup, codes[start:start + CHUNK], out=indices[start:start + CHUNK])
+    return indices, vocab
+
+
+# The cleaning as a byte map: letters lowercased, CR and LF line breaks, every other byte a space (the
+# UTF-8 bytes of a non-ASCII character are all non-letters, as the character is).
+_CLEAN_BYTES = bytes(c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 else 10 if c in (10, 13) else 32
+                     for c in range(256))
+_SPACE_BYTE, _TWO_LETTERS = 32, re.compile(rb"[A-Za-z]{2}")
+
+
+def _pieces(data, size):
+    """``data`` cut into pieces of about ``size`` bytes, each cut between two letters, where the
+    cleaning of either side does not depend on the other (the last piece takes what is left)."""
+    start = 0
+    while start < len(data):
+        pair = _TWO_LETTERS.search(data, start + size) if start + size < len(data) else None
+        stop = pair.start() + 1 if pair else len(data)
+        yield data[start:stop]
+        start = stop
+
+
+def _clean_piece(piece):
+    """One piece of :func:`_english_chars`: the letters, and one space where a run of non-letters
+    separates two letters of the same line."""
+    x = np.frombuffer(piece.translate(_CLEAN_BYTES), dtype=np.uint8)
+    letter = x > _SPACE_BYTE  # a-z; the rest is spaces (32) and line breaks (10)
+    run_starts = np.flatnonzero((x[1:] == _SPACE_BYTE) & letter[:-1]) + 1  # a space right after a letter
+    not_space = np.flatnonzero(x != _SPACE_BYTE)
+    run_ends = np.searchsorted(not_space, run_starts)  # where each run of spaces stops
+    inside = run_ends < len(not_space)
+    keep = letter.copy()
+    keep[run_starts[inside][letter[not_space[run_ends[inside]]]]] = True  # the run stops at a letter
+    return x[keep].tobytes()
+
+
+def _english_chars(data, piece_size=CHUNK // 4):
+    """The book's cleaning of English text, lines joined, as ASCII bytes: the char-token stream.
+
+    The same as joining the stripped lines of :func:`read_corpus` (each run of non-letters one
+    space, then strip and lowercase), computed on the file's bytes a piece at a time with a byte
+    map and NumPy: no Python object per line or per match, a few bytes of memory per character.
+    """
+    return b"".join(_clean_piece(piece) for piece in _pieces(data, piece_size))
+
+
+def _read_bytes(path):
+    """The file's bytes, checked to be UTF-8 (piece by piece), without a byte-order mark."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"corpus file '{path}' cannot be read ({err.strerror}): "
+                        "check its permissions") from None
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for start in range(0, len(data), CHUNK):
+            decoder.decode(data[start:start + CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        read_text(path)  # its one-line error names the first bad byte
+    return data[3:] if data.startswith(codecs.BOM_UTF8) else data
+
+
+def _char_stream(name_or_path):
+    """Indices and vocabulary of a corpus's characters, line breaks left out (see :func:`load_corpus`)."""
+    path = corpus_path(name_or_path)
+    data = _read_bytes(path)
+    if is_cjk(data[:800_000].decode("utf-8", errors="ignore")):
+        return _char_indices("".join(_lines_and_script(name_or_path)[0]))
+    chars = _english_chars(data)
+    if not chars and not data.decode("utf-8").strip():
+        read_text(path)  # the file holds only white space: its one-line error
+    del data
+    return _byte_indices(chars)
 
 
 def _word_indices(lines):
@@ -186,16 +294,19 @@ def load_corpus(corpus="timemachine", token="char", max_tokens=-1):
     """
     _check_token(token)
     _check_max_tokens(max_tokens)
-    lines, cjk = _lines_and_script(corpus)
-    if token == "word" and cjk:
-        raise DataError(f"corpus {str(corpus)!r} is Chinese/Japanese/Korean text, which has no spaces "
-                        "between words: use token='char'")
-    indices, vocab = _char_indices("".join(lines)) if token == "char" else _word_indices(lines)
+    if token == "char":
+        indices, vocab = _char_stream(corpus)
+    else:
+        lines, cjk = _lines_and_script(corpus)
+        if cjk:
+            raise DataError(f"corpus {str(corpus)!r} is Chinese/Japanese/Korean text, which has no spaces "
+                            "between words: use token='char'")
+        indices, vocab = _word_indices(lines)
     if not len(indices):
         raise DataError(f"corpus {str(corpus)!r} has no {token} tokens after cleaning "
                         "(English text keeps only the letters A-Z): give a file with some text")
-    if max_tokens > 0:
-        indices = indices[:max_tokens]
+    if 0 < max_tokens < len(indices):
+        indices = indices[:max_tokens].copy()  # a copy: the rest of the corpus is freed
     return indices, vocab
 
 

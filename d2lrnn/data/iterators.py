@@ -60,15 +60,13 @@ def _sequential_starts(num_tokens, batch_size, num_steps, offset, nb):
 
 
 def _epoch(corpus, starts, num_steps):
-    """Gather all minibatches of an epoch at once, then yield them as backend tensors."""
-    index = starts[..., None] + np.arange(num_steps)
-    Xs, Ys = corpus[index], corpus[index + 1]
-
-    def batches():
-        for X, Y in zip(Xs, Ys):
-            yield ops.from_numpy(X.astype(np.int64)), ops.from_numpy(Y.astype(np.int64))
-
-    return batches()
+    """Yield the epoch's minibatches as backend tensors, each gathered from the corpus when its turn
+    comes (an epoch's positions at once would take 8 bytes per corpus token)."""
+    steps = np.arange(num_steps)
+    for row_starts in starts:
+        index = row_starts[:, None] + steps
+        X, Y = corpus[index].astype(np.int64), corpus[index + 1].astype(np.int64)
+        yield ops.from_numpy(X), ops.from_numpy(Y)
 
 
 def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):

@@ -1,6 +1,7 @@
 """The bundled corpora, reading and cleaning text, tokenizing, and the token-stream split."""
 
 import hashlib
+import re
 import time
 
 import numpy as np
@@ -211,3 +212,23 @@ def test_indices_are_stored_in_the_smallest_unsigned_type():
     np.testing.assert_array_equal(compact([[3, 1], [2, 0]]), [3, 1, 2, 0])
     assert compact(np.array([], dtype=np.int64)).dtype == np.int64
     assert np.shares_memory(compact(corpus), corpus)  # already compact: no copy
+
+
+def test_char_stream_is_the_joined_cleaned_lines_for_any_text_and_any_cut(tmp_path):
+    # The char tokens come from the file's bytes in pieces cut between two letters
+    # (corpus._english_chars); they must equal the book's rule applied line by line and joined.
+    rng = np.random.default_rng(0)
+    alphabet = list("aAbZ  \t\n\r-.é日😀")
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet, int(rng.integers(0, 50))))
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        expected = "".join(re.sub("[^A-Za-z]+", " ", line).strip().lower() for line in lines)
+        for piece_size in (1, 3, 1000):
+            assert corpus_module._english_chars(text.encode(), piece_size) == expected.encode(), text
+    shakespeare = corpus_module.corpus_path("tinyshakespeare").read_bytes()
+    expected = "".join(d2l.read_corpus("tinyshakespeare")).encode()
+    assert corpus_module._english_chars(shakespeare, 4096) == expected
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(b"\xef\xbb\xbfOne, two!\r\n\r\n  Three -- four\rfive \xc3\xa9t\xc3\xa9\n")
+    indices, vocab = d2l.load_corpus(path)
+    assert "".join(vocab.to_tokens(indices.tolist())) == "one twothree fourfive t"

@@ -175,3 +175,13 @@ def test_plot_zipf_on_given_axes():
     ax = fig.add_subplot()
     assert d2l.plot_zipf(list("abracadabra"), ns=(1, 4), ax=ax) is fig
     assert [line.get_label() for line in ax.get_lines()] == ["unigram", "4-gram"]
+
+
+def test_baseline_sample_keeps_the_first_tokens_and_says_so():
+    train, val = np.arange(30) % 7, np.arange(12) % 7
+    fit, held, note = d2l.data.baseline_sample(train, val, fit_tokens=20, score_tokens=5)
+    assert list(fit) == list(train[:20]) and list(held) == list(val[:5])
+    assert note == ("fitted on the first 20 of 30 training tokens, "
+                    "scored on the first 5 of 12 validation tokens")
+    fit, held, note = d2l.data.baseline_sample(train, val, fit_tokens=30, score_tokens=12)
+    assert len(fit) == 30 and len(held) == 12 and note == ""
