@@ -1,13 +1,18 @@
 """Training throughput and peak memory of one model on the active backend, as one JSON line.
 
-    D2LRNN_BACKEND=torch python bench/bench_train.py --model scratch
+    D2LRNN_BACKEND=torch python bench/bench_train.py --model scratch --cell lstm
+    python bench/bench_train.py --framework torch --cell lstm     # the plain torch loop
 
 The book's configuration: vocabulary 28 (Time Machine characters), 512 hidden units, batch 32,
 35 steps, float32 on the CPU with 2 threads, sequential partitioning, clipping at 1, SGD.
-Run in a fresh process per model so the peak RSS belongs to that training run. Also measures
-the float32 GFLOP/s of a 2048 x 2048 matmul on the same backend just before and after training
-(the machine's ceiling, the better of the two) and the
-time of one epoch of data batches (for the data pipeline's share of an epoch).
+``--model`` is d2lrnn's from-scratch model or its concise model (the framework's layer through
+d2lrnn); ``--framework`` times the reference instead: the plain framework loop of
+``bench/reference.py``, with no d2lrnn code in its steps and malloc left as the framework has it
+(d2lrnn, on NumPy, only loads the batches before). Run in a fresh process
+per model so the peak RSS belongs to that training run. For d2lrnn's models it also measures the
+float32 GFLOP/s of a 2048 x 2048 matmul on the same backend just before and after training (the
+machine's ceiling, the better of the two) and the time of one epoch of data batches (for the data
+pipeline's share of an epoch).
 """
 
 import argparse
@@ -21,7 +26,9 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("MKL_NUM_THREADS", "2")
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "2")
-os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "2")
+if "--framework" in " ".join(sys.argv):  # the reference: d2lrnn (on NumPy) only loads the batches
+    os.environ["D2LRNN_BACKEND"], os.environ["D2LRNN_MALLOC"] = "numpy", "default"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,11 +39,13 @@ from bench.bench_data import time_data_epoch  # noqa: E402
 from d2lrnn import ops  # noqa: E402
 
 VOCAB, HIDDEN, BATCH, STEPS = 28, 512, 32, 35
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 
 
-def flops_per_token(vocab=VOCAB, hidden=HIDDEN):
-    """Training FLOPs per token: 6 per weight (2 forward, 4 backward) for W_xh, W_hh, W_hq."""
-    return 6 * (vocab * hidden + hidden * hidden + hidden * vocab)
+def flops_per_token(vocab=VOCAB, hidden=HIDDEN, cell="rnn"):
+    """Training FLOPs per token: 6 per weight (2 forward, 4 backward) for each gate's W_x and W_h
+    and for W_hq."""
+    return 6 * (GATES[cell] * (vocab * hidden + hidden * hidden) + hidden * vocab)
 
 
 def matmul_gflops(n=2048, repeats=5):
@@ -53,46 +62,94 @@ def matmul_gflops(n=2048, repeats=5):
     return 2 * n**3 / best / 1e9
 
 
-def train_throughput(model, seconds=20.0, warmup=3):
-    """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps)."""
-    d2l.manual_seed(0)
-    train_iter, _, vocab = d2l.load_data_lm("timemachine", BATCH, STEPS, False, seed=0,
-                                            val_fraction=0.1)
-    assert len(vocab) == VOCAB
-    net = d2l.make_model(model, len(vocab), HIDDEN)
-    step = d2l.make_train_step(net, 1.0, 1.0)
-    batches = list(train_iter)
-    state, times, i = net.begin_state(BATCH), [], 0
+def _time_steps(step, batches, seconds, warmup):
+    """Median seconds per ``step(batch)`` over about ``seconds`` after ``warmup`` steps, and the count."""
+    times, i = [], 0
     deadline = time.perf_counter() + seconds
     while i < warmup or time.perf_counter() < deadline:
-        X, Y = batches[i % len(batches)]
         start = time.perf_counter()
-        l, net.params, state = step(net.params, X, Y, state)
-        float(ops.to_numpy(l))  # the training loop syncs on the loss every step too
+        step(batches[i % len(batches)])
         if i >= warmup:
             times.append(time.perf_counter() - start)
         i += 1
-    per_batch = float(np.median(times))
-    return BATCH * STEPS / per_batch, per_batch * len(batches), len(times)
+    return float(np.median(times)), len(times)
+
+
+def _batches(hidden, steps):
+    train_iter, _, vocab = d2l.load_data_lm("timemachine", BATCH, steps, False, seed=0, val_fraction=0.1)
+    assert len(vocab) == VOCAB
+    return train_iter, [(ops.to_numpy(X), ops.to_numpy(Y)) for X, Y in train_iter]
+
+
+def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None):
+    """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
+    epoch and steps timed. ``model`` 'reference' is ``framework``'s plain loop."""
+    d2l.manual_seed(0)
+    train_iter, numpy_batches = _batches(hidden, steps)
+    if model == "reference":
+        from bench.reference import make_reference
+
+        ref = make_reference(framework, cell, VOCAB, hidden, BATCH)
+        batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
+        per_batch, n = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
+    else:
+        net = d2l.make_model(model, VOCAB, hidden, cell=cell)
+        train_step = d2l.make_train_step(net, 1.0, 1.0)
+        batches = list(train_iter)
+        state = [net.begin_state(BATCH)]
+
+        def step(batch):
+            l, net.params, state[0] = train_step(net.params, *batch, state[0])
+            float(ops.to_numpy(l))  # the training loop syncs on the loss every step too
+
+        per_batch, n = _time_steps(step, batches, seconds, warmup)
+    return BATCH * steps / per_batch, per_batch * len(numpy_batches), n
+
+
+def set_framework_threads(name, n):
+    """The framework's own thread settings, as a user of the plain framework would make them."""
+    if name == "torch":
+        import torch
+
+        torch.set_num_threads(n)
+    elif name == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(n)
+        tf.config.threading.set_inter_op_parallelism_threads(n)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["scratch", "concise"], default="scratch")
+    parser.add_argument("--framework", choices=["torch", "tensorflow", "mxnet"],
+                        help="time this framework's plain loop (bench/reference.py), not d2lrnn")
+    parser.add_argument("--cell", choices=list(GATES), default="rnn")
+    parser.add_argument("--hidden", type=int, default=HIDDEN)
+    parser.add_argument("--num-steps", type=int, default=STEPS)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args(argv)
-    ops.set_num_threads(2)
-    ceiling_before = matmul_gflops()  # and again after: the same minutes of this shared machine
-    tokens_per_sec, epoch_seconds, steps = train_throughput(args.model, args.seconds)
+    reference = args.framework is not None
+    if reference:
+        args.model = "reference"
+        set_framework_threads(args.framework, 2)
+    else:
+        ops.set_num_threads(2)
+        ceiling_before = matmul_gflops()  # and again after: the same minutes of this shared machine
+    tokens_per_sec, epoch_seconds, steps = train_throughput(
+        args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework)
     result = {
-        "backend": d2l.backend_name(),
+        "backend": args.framework or d2l.backend_name(),
         "model": args.model,
+        "cell": args.cell,
+        "hidden": args.hidden,
+        "num_steps": args.num_steps,
         "tokens_per_sec": tokens_per_sec,
         "steps_timed": steps,
         "train_epoch_seconds": epoch_seconds,
-        "data_epoch_seconds": time_data_epoch(BATCH, STEPS, False),
-        "gflops_model": tokens_per_sec * flops_per_token() / 1e9,
-        "matmul_gflops": max(ceiling_before, matmul_gflops()),
+        "data_epoch_seconds": None if reference else time_data_epoch(BATCH, args.num_steps, False),
+        "gflops_model": tokens_per_sec * flops_per_token(VOCAB, args.hidden, args.cell) / 1e9,
+        "matmul_gflops": None if reference else max(ceiling_before, matmul_gflops()),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
     }
