@@ -66,7 +66,7 @@ def _time_steps(step, batches, seconds, warmup):
     """Median seconds per ``step(batch)`` over about ``seconds`` after ``warmup`` steps, and the count."""
     times, i = [], 0
     deadline = time.perf_counter() + seconds
-    while i < warmup or time.perf_counter() < deadline:
+    while i < warmup + 3 or time.perf_counter() < deadline:  # at least 3 timed steps
         start = time.perf_counter()
         step(batches[i % len(batches)])
         if i >= warmup:
