@@ -139,6 +139,11 @@ def unstack(x, axis=0):
     """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     axis = _axis(x, axis)
     n = x.shape[axis]
+    if axis == 0 and not autograd.is_recording():
+        # Views into x: no engine operation, no copy (nd.split's kernel took 0.6-2 ms for the 35
+        # (32, 512) steps of an RNN minibatch). Not while recording: each recorded view's gradient
+        # would be a zero-filled array of x's full size.
+        return [x._at(i) for i in range(n)]  # x[i] makes the same view in 2.5x the Python time
     if n == 1:
         return [x.squeeze(axis=axis)]
     return list(nd.split(x, num_outputs=n, axis=axis, squeeze_axis=True))
@@ -152,13 +157,38 @@ def take(x, indices, axis=0):
 # -- arithmetic ------------------------------------------------------------------------------
 
 
+def _cpu_vendor():
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+#: Whether 2-D products go to the build's OpenBLAS (nd.dot, nd.linalg.gemm) rather than oneDNN's
+#: FullyConnected. On Intel Xeons FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3).
+#: On an AMD EPYC (Zen 4) it was the reverse: oneDNN 2.4's inner product ran the RNN step's
+#: 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
+#: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_blas`` keeps
+#: on FullyConnected (bench/MXNET.md). Decided by the CPU, not by timing, so runs are reproducible.
+BLAS_PRODUCTS = _cpu_vendor() == "AuthenticAMD"
+
+
+def _blas(k, n):
+    """Whether a product with inner size ``k`` and ``n`` output columns goes to OpenBLAS.
+
+    Not for narrow outputs (the 28 logits of a character model), nor for a narrow inner size
+    while recording: there FullyConnected's fused backward is faster than nd.dot's two products.
+    """
+    return BLAS_PRODUCTS and n >= 128 and (k >= 128 or not autograd.is_recording())
+
+
 def matmul(a, b):
     """Matrix product (batched over leading axes)."""
     if a.ndim == 3 and b.ndim == 3:
         return nd.batch_dot(a, b)
-    if a.ndim == 2 and b.ndim == 2:
-        # oneDNN's FullyConnected computes a (b^T)^T: 2-5x faster than nd.dot on this build's
-        # BLAS, transposing b included (measured from 32x512x512 up to 2048^3).
+    if a.ndim == 2 and b.ndim == 2 and not _blas(*b.shape):
+        # oneDNN's FullyConnected computes a (b^T)^T, transposing b included.
         return nd.FullyConnected(a, nd.transpose(b), num_hidden=b.shape[1], no_bias=True)
     return nd.dot(a, b)
 
@@ -166,18 +196,26 @@ def matmul(a, b):
 def linear(X, W, b=None):
     """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it.
 
-    oneDNN's FullyConnected, about twice as fast as ``nd.dot`` on this MXNet build.
+    One operator where it can: with OpenBLAS (see ``BLAS_PRODUCTS``), X W^T + B for a full (rows, out)
+    matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b
+    is FullyConnected's bias.
     """
-    if b is not None and b.ndim == 1:
-        return nd.FullyConnected(X, W, b, num_hidden=W.shape[0])
-    Y = nd.FullyConnected(X, W, num_hidden=W.shape[0], no_bias=True)
+    n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
+    if _blas(k, n):
+        if b is not None and b.shape == (X.shape[0], n):
+            return nd.linalg.gemm(X, W, b, transpose_b=True)
+        Y = nd.dot(X, W, transpose_b=True)
+    elif b is not None and b.ndim == 1:
+        return nd.FullyConnected(X, W, b, num_hidden=n)
+    else:
+        Y = nd.FullyConnected(X, W, num_hidden=n, no_bias=True)
     return Y if b is None else Y + b
 
 
 def prepack_linear(W):
     """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
 
-    MXNet arrays have one layout, the one oneDNN's FullyConnected expects: unchanged.
+    MXNet arrays have one layout, which FullyConnected and OpenBLAS both read as it is: unchanged.
     """
     return W
 
@@ -243,8 +281,31 @@ def _reduce(op, x, axis, keepdims):
     return op(x, axis=_axis(x, axis), keepdims=keepdims)
 
 
+_ones = {}  # (shape, device, dtype) -> a matrix of ones, for sums as products
+
+
+def _ones_like_shape(shape, device, dtype):
+    key = (shape, device, dtype)
+    if key not in _ones:
+        if len(_ones) >= 64:  # a bound, should a program sum arrays of very many sizes
+            _ones.clear()
+        _ones[key] = nd.ones(shape, ctx=device, dtype=dtype)
+    return _ones[key]
+
+
 def sum(x, axis=None, keepdims=False):  # noqa: A001
     """Sum over ``axis`` (all axes when None)."""
+    if axis is None and x.size >= 8192 and x.dtype in (np.float32, np.float64):
+        # Products with ones (BLAS matrix-vector, then a dot): nd.sum's reduction kernel adds about
+        # 170 million floats a second (1.6 ms for a 512 x 512 gradient in clipping), these 0.2 ms.
+        c = x.shape[-1] if x.ndim >= 2 else x.size
+        r = x.size // c
+        if r == 1 or c == 1:
+            s = nd.dot(x.reshape((1, -1)), _ones_like_shape((x.size, 1), x.context, x.dtype))
+        else:
+            rows = nd.dot(x.reshape((r, c)), _ones_like_shape((c, 1), x.context, x.dtype))
+            s = nd.dot(_ones_like_shape((1, r), x.context, x.dtype), rows)
+        return s.reshape((1,) * x.ndim if keepdims else ())
     return _reduce(nd.sum, x, axis, keepdims)
 
 
@@ -287,7 +348,11 @@ def log_softmax(x, axis=-1):
 
 def softmax_cross_entropy(logits, labels):
     """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
-    return -nd.pick(log_softmax(logits, -1), labels.reshape((-1,)), axis=-1)
+    # log_softmax's numbers, picked before the second subtraction: log sum exp(s) - s[label] for the
+    # shifted logits s equals -(s - log sum exp(s))[label] bit for bit, with one (n, classes)
+    # broadcast operation fewer to record and differentiate.
+    shifted = logits - nd.max(logits, axis=-1, keepdims=True).detach()
+    return nd.log(nd.sum(nd.exp(shifted), axis=-1)) - nd.pick(shifted, labels.reshape((-1,)), axis=-1)
 
 
 # -- the recurrent layer ---------------------------------------------------------------------
@@ -424,7 +489,10 @@ def custom_vjp(fwd, bwd):
 
     class Function(autograd.Function):
         def forward(self, *args):
-            outputs, self.residuals = fwd(*args)
+            outputs, residuals = fwd(*args)
+            # Fresh handles: residuals that are outputs (the stacked states) would otherwise carry the
+            # recorded node that holds this Function, a cycle through C++ that is never freed.
+            self.residuals = _common.tree_map(_handle, residuals)
             return tuple(outputs)
 
         def backward(self, *gs):
@@ -447,6 +515,11 @@ def _in_graph(x):
     except mx.base.MXNetError:
         return False
     return True
+
+
+def _handle(x):
+    """A new handle on the data of ``x`` (a tensor), with no autograd history; anything else as is."""
+    return x.detach() if isinstance(x, nd.NDArray) else x
 
 
 def _leaf(x):
