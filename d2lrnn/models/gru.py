@@ -16,6 +16,7 @@ and the reset-after form has one more parameter, ``b_hh``, after ``b_h``.
 """
 
 from .. import ops
+from .bptt import gru_scan_fused, gru_scan_reset_after_fused
 from .cell import Cell, input_projection, register
 from .rnn import output_layer, output_params
 
@@ -60,47 +61,35 @@ def gru_textbook(inputs, state, params):
 
 
 def _projections(X, params):
-    """The three gates' input projections for all steps at once, and h."""
+    """The gates' input projections for all steps at once: X_t [W_xz, W_xr] + [b_z, b_r] (num_steps,
+    batch, 2 * hiddens) and X_t W_xh + b_h (num_steps, batch, hiddens)."""
     W_xz, W_hz, b_z, W_xr, W_hr, b_r, W_xh, W_hh, b_h = params[:9]
-    XW = input_projection(X, ops.concat([W_xz, W_xr, W_xh], 1), ops.concat([b_z, b_r, b_h], 0))
-    return XW, ops.shape(W_hh)[0]
+    return (input_projection(X, ops.concat([W_xz, W_xr], 1), ops.concat([b_z, b_r], 0)),
+            input_projection(X, W_xh, b_h))
 
 
 def gru_scan(X, state, params):
     """All hidden states of one GRU layer (the book's form): ``(Hs, (H_T,))``, see :mod:`.cell`.
 
-    The input projections of the three gates are one product before the loop, and the update and
-    reset gates share one recurrent product per step.
+    The gates' input projections are computed before the loop (products or gathers); the loop,
+    where the update and reset gates share one recurrent product per step, runs with a
+    hand-written backward pass (:func:`d2lrnn.models.bptt.gru_scan_fused`).
     """
-    XW, h = _projections(X, params)
-    W_hzr = ops.concat([params[1], params[4]], 1)  # [W_hz, W_hr]
-    W_hh = params[7]
+    XW_zr, XW_h = _projections(X, params)
     (H,) = state
-    hiddens = []
-    for XW_t in ops.unstack(XW):
-        ZR = ops.sigmoid(XW_t[:, : 2 * h] + ops.matmul(H, W_hzr))
-        Z, R = ZR[:, :h], ZR[:, h:]
-        H_tilde = ops.tanh(XW_t[:, 2 * h:] + ops.matmul(R * H, W_hh))
-        H = Z * H + (1 - Z) * H_tilde
-        hiddens.append(H)
-    return ops.stack(hiddens), (H,)
+    W_hzr = ops.concat([params[1], params[4]], 1)  # [W_hz, W_hr]
+    Hs, H = gru_scan_fused(XW_zr, XW_h, H, W_hzr, params[7])
+    return Hs, (H,)
 
 
 def gru_scan_reset_after(X, state, params):
-    """All hidden states of one GRU layer in the reset-after form: one recurrent product per step."""
-    XW, h = _projections(X, params)
-    W_h = ops.concat([params[1], params[4], params[7]], 1)  # [W_hz, W_hr, W_hh]
-    b_hh = params[9]
+    """All hidden states of one GRU layer in the reset-after form: ``(Hs, (H_T,))``, with a
+    hand-written backward pass (:func:`d2lrnn.models.bptt.gru_scan_reset_after_fused`)."""
+    XW_zr, XW_h = _projections(X, params)
     (H,) = state
-    hiddens = []
-    for XW_t in ops.unstack(XW):
-        HW = ops.matmul(H, W_h)
-        ZR = ops.sigmoid(XW_t[:, : 2 * h] + HW[:, : 2 * h])
-        Z, R = ZR[:, :h], ZR[:, h:]
-        H_tilde = ops.tanh(XW_t[:, 2 * h:] + R * (HW[:, 2 * h:] + b_hh))
-        H = Z * H + (1 - Z) * H_tilde
-        hiddens.append(H)
-    return ops.stack(hiddens), (H,)
+    W_hzr = ops.concat([params[1], params[4]], 1)  # [W_hz, W_hr]
+    Hs, H = gru_scan_reset_after_fused(XW_zr, XW_h, H, W_hzr, params[7], params[9])
+    return Hs, (H,)
 
 
 def gru(inputs, state, params):
