@@ -75,7 +75,7 @@ def _time_steps(step, batches, seconds, warmup):
     return float(np.median(times)), len(times)
 
 
-def _batches(hidden, steps):
+def _batches(steps):
     train_iter, _, vocab = d2l.load_data_lm("timemachine", BATCH, steps, False, seed=0, val_fraction=0.1)
     assert len(vocab) == VOCAB
     return train_iter, [(ops.to_numpy(X), ops.to_numpy(Y)) for X, Y in train_iter]
@@ -85,7 +85,7 @@ def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0
     """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
     epoch and steps timed. ``model`` 'reference' is ``framework``'s plain loop."""
     d2l.manual_seed(0)
-    train_iter, numpy_batches = _batches(hidden, steps)
+    train_iter, numpy_batches = _batches(steps)
     if model == "reference":
         from bench.reference import make_reference
 

@@ -259,8 +259,8 @@ def _char_stream(name_or_path):
     """Indices and vocabulary of a corpus's characters, line breaks left out (see :func:`load_corpus`)."""
     path = corpus_path(name_or_path)
     data = _read_bytes(path)
-    if is_cjk(data[:800_000].decode("utf-8", errors="ignore")):
-        return _char_indices("".join(_lines_and_script(name_or_path)[0]))
+    if is_cjk(data[:800_000].decode("utf-8", errors="ignore")):  # every character but the line breaks
+        return _char_indices("".join(_split_lines(data.decode("utf-8"))))
     chars = _english_chars(data)
     if not chars and not data.decode("utf-8").strip():
         read_text(path)  # the file holds only white space: its one-line error

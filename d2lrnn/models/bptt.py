@@ -181,14 +181,21 @@ def _lstm_backward(residuals, dHs, dH_last, dC_last):
 # -- GRU, the book's form ------------------------------------------------------------------------
 
 
+def _update_reset_gates(H, W_hzr_T, XW_zr_t):
+    """[Z_t, R_t] = sigmoid(XW_zr_t + H_{t-1} W_hzr) as one (B, 2h) matrix, and Z_t and R_t split
+    from it by one unstack of a (B, 2, h) view: both GRU forms start their step with these."""
+    B, two_h = ops.shape(XW_zr_t)
+    ZR = ops.sigmoid(ops.linear(H, W_hzr_T, XW_zr_t))
+    Z, R = ops.unstack(ops.reshape(ZR, (B, 2, two_h // 2)), 1)
+    return ZR, Z, R
+
+
 def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):
-    B, h = ops.shape(H0)
     W_hzr_T = ops.prepack_linear(ops.transpose(W_hzr))
     W_hh_T = ops.prepack_linear(ops.transpose(W_hh))
     H, hiddens, steps = H0, [], []
     for XW_zr_t, XW_h_t in zip(ops.unstack(XW_zr), ops.unstack(XW_h)):
-        ZR = ops.sigmoid(ops.linear(H, W_hzr_T, XW_zr_t))  # update and reset gates at once
-        Z, R = ops.unstack(ops.reshape(ZR, (B, 2, h)), 1)
+        ZR, Z, R = _update_reset_gates(H, W_hzr_T, XW_zr_t)
         RH = R * H
         H_tilde = ops.tanh(ops.linear(RH, W_hh_T, XW_h_t))
         D = H - H_tilde
@@ -222,13 +229,11 @@ def _gru_backward(residuals, dHs, dH_last):
 
 
 def _gru_ra_forward(XW_zr, XW_h, H0, W_hzr, W_hh, b_hh):
-    B, h = ops.shape(H0)
     W_hzr_T = ops.prepack_linear(ops.transpose(W_hzr))
     W_hh_T = ops.prepack_linear(ops.transpose(W_hh))
     H, hiddens, steps = H0, [], []
     for XW_zr_t, XW_h_t in zip(ops.unstack(XW_zr), ops.unstack(XW_h)):
-        ZR = ops.sigmoid(ops.linear(H, W_hzr_T, XW_zr_t))
-        Z, R = ops.unstack(ops.reshape(ZR, (B, 2, h)), 1)
+        ZR, Z, R = _update_reset_gates(H, W_hzr_T, XW_zr_t)
         N = ops.linear(H, W_hh_T, b_hh)  # H W_hh + b_hh
         H_tilde = ops.tanh(XW_h_t + R * N)
         D = H - H_tilde

@@ -32,6 +32,17 @@ MARKER = "@@d2lrnn-probe@@"
 CELL_TIMEOUT = 300
 MAX_OUTPUT_CHARS = 100_000  # text a quick-mode run may print in all: no progress-bar spam
 
+# The sizes and shapes the stacked-layer notebooks (deep and bidirectional) both report.
+STACK_SHAPES = {
+    "vocab_size": "len(vocab)",
+    "num_hiddens": "num_hiddens",
+    "batch_size": "batch_size",
+    "num_steps": "num_steps",
+    "param_shapes": "{name: list(shape) for name, shape in param_shapes.items()}",
+    "state_shapes": "[list(s) for s in state_shapes]",
+    "output_shape": "list(output_shape)",
+}
+
 # name -> {key: Python expression evaluated in the notebook's kernel after the last cell}
 PROBES = {
     "language-models-and-dataset": {
@@ -124,13 +135,7 @@ PROBES = {
         "generated": "list(generated.values())",
     },
     "bidirectional-rnn": {
-        "vocab_size": "len(vocab)",
-        "num_hiddens": "num_hiddens",
-        "batch_size": "batch_size",
-        "num_steps": "num_steps",
-        "param_shapes": "{name: list(shape) for name, shape in param_shapes.items()}",
-        "state_shapes": "[list(s) for s in state_shapes]",
-        "output_shape": "list(output_shape)",
+        **STACK_SHAPES,
         "by_hand_diff": "by_hand_diff",
         "future_effect": "future_effect",
         "concise_diff": "concise_diff",
