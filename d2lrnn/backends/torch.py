@@ -64,7 +64,7 @@ def from_numpy(array, device=None):
 def to_numpy(x):
     """A NumPy array with the values of ``x`` (no gradient attached)."""
     if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
+        return (x.to_dense() if x.is_mkldnn else x).detach().cpu().numpy()
     return np.asarray(x)
 
 
@@ -136,19 +136,40 @@ def matmul(a, b):
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
+    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it.
+
+    ``W`` may come from :func:`prepack_linear` (a oneDNN-packed weight): then oneDNN runs the
+    product with the addend fused.
+    """
+    if W.is_mkldnn:
+        X = X.contiguous()
+        if b is not None and b.dim() == 2 and b.shape[0] == 1:
+            b = b.reshape(-1)
+        if b is None or b.dim() == 1:
+            return torch.ops.mkldnn._linear_pointwise(X, W, b, "none", [], "")
+        b = b.expand(X.shape[0], W.shape[0]).contiguous()
+        return torch.ops.mkldnn._linear_pointwise.binary(X, b, W, None, "add")
     if b is None or b.dim() == 1:
         return F.linear(X, W, b)
     return torch.addmm(b, X, W.t())  # one kernel for the product and the sum
 
 
+def _can_pack(W):
+    return (torch.backends.mkldnn.is_available() and W.device.type == "cpu" and W.dtype == torch.float32
+            and W.dim() == 2 and not (W.requires_grad and torch.is_grad_enabled()))
+
+
 def prepack_linear(W):
     """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
 
-    Column-major: F.linear computes X W^T, and MKL's product of a 32-row X with a row-major
-    W^T is ~1.6x faster than with a transposed row-major W. One copy, unless W is already so.
+    On a CPU, W is reordered once into oneDNN's blocked layout: MKL's sgemm, behind F.linear,
+    repacks its weight on every call, which for the 32-row products of a recurrent step costs
+    1.3-1.8x (bench/RESULTS.md, torch LSTM). The packed tensor only feeds ``linear``, outside
+    autograd (the hand-written scans of ``models/bptt.py``); anywhere else W comes back as it is.
     """
-    return W.t().contiguous().t()
+    if not _can_pack(W):
+        return W
+    return torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous())
 
 
 def tanh(x):

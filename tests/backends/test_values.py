@@ -377,6 +377,26 @@ def test_prepack_linear_keeps_the_values():
         check(ops.linear(t(X), packed), expected - f64(b), dot_bound(X, W.T, 3))
 
 
+def test_torch_prepacks_for_onednn_outside_autograd_only():
+    # the fast path must engage where the hand-written scans use it (their loops run outside
+    # autograd), and stay out of the way of a weight being differentiated
+    if d2l.backend_name() != "torch":
+        return  # oneDNN prepacking is torch's; the other backends' layouts are in the test above
+    import torch
+
+    W = torch.from_numpy(f32(8, 5))
+    packed = ops.prepack_linear(W)
+    assert packed.is_mkldnn == torch.backends.mkldnn.is_available()
+    X, b = f32(4, 5), f32(4, 8)
+    expected = np.einsum("ni,oi->no", f64(X), f64(W.numpy())) + f64(b)
+    check(ops.linear(t(X), packed, t(b)), expected, dot_bound(X, W.numpy().T, 5, b))
+    check(ops.linear(t(X), packed, t(b[:1])), expected - f64(b) + f64(b[:1]), dot_bound(X, W.numpy().T, 5, b))
+    W.requires_grad_(True)
+    assert ops.prepack_linear(W) is W  # differentiated: left to F.linear
+    with torch.no_grad():
+        assert ops.prepack_linear(W).is_mkldnn == torch.backends.mkldnn.is_available()
+
+
 # Inputs with zeros, tiny and large entries besides ordinary ones.
 _SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-6, 0.5, -3.0, 9.0, -17.0, 20.0, 45.0, -100.0, 1000.0],
                     np.float32)
