@@ -10,6 +10,7 @@ from .corpus import (
     load_corpus,
     load_corpus_time_machine,
     read_corpus,
+    read_raw_text,
     read_time_machine,
     tokenize,
     train_val_split,
@@ -26,7 +27,7 @@ from .plots import plot_zipf
 from .vocab import Vocab, count_corpus
 
 __all__ = [
-    "CORPORA", "corpus_path", "read_corpus", "read_time_machine", "tokenize", "load_corpus",
+    "CORPORA", "corpus_path", "read_corpus", "read_raw_text", "read_time_machine", "tokenize", "load_corpus",
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus",
     "ngram_counts", "NGramLM", "select_k", "ngram_perplexities", "baseline_perplexity", "baseline_sample",
     "plot_zipf", "seq_data_iter_random", "seq_data_iter_sequential", "SeqDataLoader",

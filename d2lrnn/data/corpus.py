@@ -4,7 +4,8 @@ The bundled corpora live next to this module; any UTF-8 text file can be used in
 place by passing its path. English text is cleaned the book's way (every run of
 non-letters becomes one space, then strip and lowercase); text that is mostly Chinese,
 Japanese or Korean keeps every character except the line breaks, and each character is
-a token.
+a token. With ``raw=True`` (:func:`load_corpus`) nothing is cleaned: every character of the file is
+a token, case, punctuation and line breaks included.
 """
 
 import codecs
@@ -268,6 +269,22 @@ def _char_stream(name_or_path):
     return _byte_indices(chars)
 
 
+def read_raw_text(name_or_path):
+    """The text of a corpus exactly as the file holds it, the tokens of ``raw=True``: decoded as UTF-8,
+    a leading byte-order mark dropped and CRLF / CR line breaks written as LF, nothing else changed."""
+    path = corpus_path(name_or_path)
+    text = _read_bytes(path).decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _raw_stream(name_or_path):
+    """Indices and vocabulary of every character of a corpus (see :func:`read_raw_text`)."""
+    text = read_raw_text(name_or_path)
+    if not text.strip():
+        read_text(name_or_path)  # the file is empty or holds only white space: its one-line error
+    return _char_indices(text)
+
+
 def _word_indices(lines):
     words = " ".join(lines).split()
     vocab = Vocab.from_counter(collections.Counter(words))
@@ -282,19 +299,27 @@ def _check_max_tokens(max_tokens):
                         "tokens (--max-tokens)")
 
 
-def load_corpus(corpus="timemachine", token="char", max_tokens=-1):
+def load_corpus(corpus="timemachine", token="char", max_tokens=-1, raw=False):
     """Token indices of a whole corpus and its vocabulary.
 
     The indices are an array of the smallest unsigned type that holds them (:func:`index_dtype`:
     one byte per character for an alphabet of up to 256 tokens); minibatches are int64.
 
     Lines are joined without a separator, as in the book, so with ``token='char'`` the
-    stream has no line breaks. The vocabulary is built on the full text; ``max_tokens > 0``
-    then keeps only the first ``max_tokens`` indices.
+    stream has no line breaks. ``raw=True`` (characters only) skips the cleaning: every
+    character of the file is a token, case, punctuation and line breaks kept (CRLF and CR become
+    LF, a byte-order mark is dropped: :func:`read_raw_text`); Tiny Shakespeare then has 65
+    characters, 66 tokens with ``<unk>``. The vocabulary is built on the full text;
+    ``max_tokens > 0`` then keeps only the first ``max_tokens`` indices.
     """
     _check_token(token)
     _check_max_tokens(max_tokens)
-    if token == "char":
+    if raw and token != "char":
+        raise DataError(f"raw=True keeps every character of the file as a token and has no {token!r} tokens: "
+                        "use token='char' with raw=True, or raw=False for words")
+    if raw:
+        indices, vocab = _raw_stream(corpus)
+    elif token == "char":
         indices, vocab = _char_stream(corpus)
     else:
         lines, cjk = _lines_and_script(corpus)

@@ -107,8 +107,8 @@ class SeqDataLoader:
     """
 
     def __init__(self, batch_size, num_steps, use_random_iter, max_tokens, corpus="timemachine",
-                 token="char", seed=None):
-        indices, vocab = load_corpus(corpus, token, max_tokens)
+                 token="char", seed=None, raw=False):
+        indices, vocab = load_corpus(corpus, token, max_tokens, raw)
         self._setup(indices, vocab, batch_size, num_steps, use_random_iter, seed, True,
                     f"corpus {str(corpus)!r}")
 
@@ -166,15 +166,16 @@ def load_data_time_machine(batch_size, num_steps, use_random_iter=False, max_tok
 
 
 def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_iter=False, max_tokens=-1,
-                 val_fraction=0.1, token="char", seed=None):
+                 val_fraction=0.1, token="char", seed=None, raw=False):
     """Training and validation minibatches of a corpus, and its vocabulary.
 
     The vocabulary covers the whole corpus; the last ``val_fraction`` of the tokens is held
     out. ``val_iter`` reads them in order from token 0, every epoch the same, with
     ``min(batch_size, (len(val) - 1) // num_steps)`` rows so a short split still gives one
-    batch; it is None when ``val_fraction`` is 0.
+    batch; it is None when ``val_fraction`` is 0. ``raw=True`` makes every character of the
+    file a token, uncleaned (see :func:`d2lrnn.data.corpus.load_corpus`).
     """
-    indices, vocab = load_corpus(corpus, token, max_tokens)
+    indices, vocab = load_corpus(corpus, token, max_tokens, raw)
     train, val = train_val_split(indices, val_fraction)
     name = f"corpus {str(corpus)!r}"
     train_iter = SeqDataLoader.from_tokens(train, vocab, batch_size, num_steps, use_random_iter, seed=seed,
