@@ -71,10 +71,12 @@ from .models import (
     rnn_layer,
     rnn_textbook,
 )
+from .optim import SGD, Adam, Schedule
 from .progress import Animator, progress_bar
 from .train import (
     Accumulator,
     Timer,
+    Updater,
     evaluate_perplexity,
     grad_clipping,
     make_eval_step,
@@ -100,7 +102,8 @@ __all__ = [
     "models", "make_model", "RNNModel", "RNNModelScratch", "StackedRNNModelScratch", "rnn_layer",
     "get_params", "init_rnn_state", "rnn", "rnn_textbook", "get_gru_params", "init_gru_state", "gru",
     "gru_textbook", "get_lstm_params", "init_lstm_state", "lstm", "lstm_textbook", "Animator", "progress_bar",
-    "Accumulator", "Timer", "grad_clipping", "sgd", "make_train_step", "make_eval_step",
+    "Accumulator", "Timer", "grad_clipping", "sgd", "SGD", "Adam", "Schedule", "Updater", "make_train_step",
+    "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info",

@@ -16,6 +16,7 @@ import numpy as np
 from . import checks, ops
 from .backends import backend_name
 from .errors import ArgumentError, DataError, TrainingError
+from .optim import SGD, Schedule, get_optimizer
 from .progress import Animator, progress_bar
 from .truncation import get_truncation, truncated_forward
 
@@ -132,25 +133,84 @@ def _objective(net, loss, training, truncation=None):
     return objective
 
 
-def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None):
-    """A compiled step ``(params, X, Y, state, *factors) -> (loss, new_params, new_state)``.
+class Updater:
+    """One training step with an optimizer: ``updater(params, X, Y, state, *factors) -> (loss,
+    new_params, new_state)``, the call form of the book's SGD step.
+
+    The gradient (through the whole minibatch, or truncated: ``truncation``, whose
+    ``factors(num_steps)`` are the step's extra inputs), clipping to global norm ``clip`` (None:
+    none) and the optimizer's update run as one compiled function. The updater keeps the optimizer's
+    state and the step count ``t``; the learning rate of step t is ``schedule(t)`` (a
+    :class:`d2lrnn.optim.Schedule` or any function of t), else the optimizer's ``lr``. ``device``
+    is where the parameters live (the per-step numbers are put there).
+    """
+
+    def __init__(self, net, optimizer=None, clip=1.0, loss=lm_loss, truncation=None, schedule=None,
+                 device=None):
+        self.device = device
+        self.optimizer = SGD(1.0) if optimizer is None else get_optimizer(optimizer)
+        if clip is not None:
+            clip = checks.positive_number("clip", clip,
+                                          " (the largest gradient norm, e.g. 1; None: no clipping)")
+        if schedule is not None and not callable(schedule):
+            raise ArgumentError(f"schedule must be a function of the step (d2l.Schedule), got "
+                                f"{type(schedule).__name__}")
+        self.schedule, self.t = schedule, 0
+        self.state = self.optimizer.init(net.params)
+        value_and_grad = ops.value_and_grad(_objective(net, loss, True, truncation), has_aux=True)
+        optimizer = self.optimizer
+
+        def step(params, opt_state, scalars, X, Y, state, *factors):
+            (l, new_state), grads = value_and_grad(params, X, Y, state, *factors)
+            if clip is not None:
+                grads = grad_clipping(grads, clip)
+            new_params, opt_state = optimizer.update(params, grads, opt_state, scalars)
+            return l, new_params, opt_state, new_state
+
+        self._step = ops.compile(step)
+
+    def lr(self, t=None):
+        """The learning rate of step ``t`` (default: the next one)."""
+        t = self.t + 1 if t is None else t
+        return float(self.schedule(t)) if self.schedule is not None else self.optimizer.lr
+
+    def __call__(self, params, X, Y, state, *factors):
+        t = self.t + 1
+        scalars = ops.tensor(np.array(self.optimizer.scalars(t, self.lr(t)), np.float32), device=self.device)
+        l, new_params, self.state, new_state = self._step(params, self.state, scalars, X, Y, state, *factors)
+        self.t = t
+        return l, new_params, new_state
+
+    def state_dict(self):
+        """The optimizer's state as NumPy arrays and the step count: what a resumed run needs."""
+        return {"optimizer": self.optimizer.name, "t": self.t,
+                "arrays": [np.asarray(ops.to_numpy(s), np.float32) for s in self.state]}
+
+    def load_state_dict(self, saved):
+        """Continue from :meth:`state_dict`'s output (checked against this updater's optimizer)."""
+        name = getattr(self.optimizer, "name", None)
+        arrays = list(saved.get("arrays", []))
+        expected = [ops.shape(s) for s in self.state]
+        if saved.get("optimizer") != name or [tuple(a.shape) for a in arrays] != [tuple(e) for e in expected]:
+            raise ArgumentError(f"the saved optimizer state is for {saved.get('optimizer')!r} with "
+                                f"{len(arrays)} arrays; this run uses {name!r} with {len(expected)}: resume "
+                                "with the run's own optimizer")
+        self.state = [ops.from_numpy(a, device=self.device) for a in arrays]
+        self.t = checks.integer("t", saved.get("t"), 0)
+
+
+def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=None, schedule=None):
+    """A training step ``(params, X, Y, state, *factors) -> (loss, new_params, new_state)``.
 
     Forward pass, gradients (through the whole minibatch, or truncated: ``truncation``, whose
     ``factors(num_steps)`` are the step's extra inputs), clipping to global norm ``clip`` (None:
-    no clipping), SGD.
+    no clipping), and SGD with learning rate ``lr`` (the book's), or ``optimizer`` ('sgd',
+    'adam', or a :class:`d2lrnn.optim.SGD` / :class:`d2lrnn.optim.Adam`) with ``lr`` as its
+    learning rate when given as a name. Returns an :class:`Updater`, which keeps the optimizer's state.
     """
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
-    if clip is not None:
-        clip = checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
-    value_and_grad = ops.value_and_grad(_objective(net, loss, True, truncation), has_aux=True)
-
-    def step(params, X, Y, state, *factors):
-        (l, new_state), grads = value_and_grad(params, X, Y, state, *factors)
-        if clip is not None:
-            grads = grad_clipping(grads, clip)
-        return l, sgd(params, grads, lr), new_state
-
-    return ops.compile(step)
+    optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr)
+    return Updater(net, optimizer, clip, loss, truncation, schedule)
 
 
 def make_eval_step(net, loss=lm_loss):
@@ -356,9 +416,34 @@ def _check_history(history, num_epochs):
     return {key: list(history[key]) for key in HISTORY_KEYS}
 
 
+def _make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup, total_steps,
+                  device=None):
+    """The :class:`Updater` train_ch8 trains with: the optimizer and schedule from their names."""
+    optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr, weight_decay)
+    if isinstance(schedule, str):
+        if total_steps is None:
+            raise ArgumentError(f"schedule {schedule!r} needs the number of steps: pass a train_iter with a "
+                                "length, or a function of the step as schedule")
+        schedule = Schedule(optimizer.lr, total_steps, warmup, schedule)
+    elif warmup and schedule is None:
+        schedule = Schedule(optimizer.lr, max(total_steps or 0, warmup + 1), warmup, "constant")
+    return Updater(net, optimizer, clip, truncation=truncation, schedule=schedule, device=device)
+
+
+def _best_of(history):
+    """(epoch, validation perplexity, parameters) of the best epoch so far, for early stopping. A
+    continued run's earlier epochs have no parameters here (None): the checkpoint holds them."""
+    best = (len(history["epoch"]), math.inf, None)
+    for epoch, val_ppl in zip(history["epoch"], history["val_ppl"]):
+        if val_ppl < best[1]:
+            best = (epoch, val_ppl, None)
+    return best
+
+
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
               clip=1.0, val_iter=None, progress=True, plot=None, prefixes=("time traveller", "traveller"),
-              verbose=True, history=None, on_epoch=None, allow_bidirectional=False, truncation=None):
+              verbose=True, history=None, on_epoch=None, allow_bidirectional=False, truncation=None,
+              optimizer=None, weight_decay=0.0, schedule=None, warmup=0, patience=None, updater=None):
     """Train a language model (the book's ``train_ch8``) and return its history.
 
     Each epoch reports training perplexity, tokens/s and (with ``val_iter``) validation
@@ -377,13 +462,27 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     ``allow_bidirectional`` is True. ``truncation`` picks how far gradients travel back through
     the state within a minibatch: None (all ``num_steps``), ``d2l.RegularTruncation(k)`` or
     ``d2l.RandomizedTruncation(p)`` (see :mod:`d2lrnn.truncation`).
+
+    The book trains with SGD at a fixed ``lr``. ``optimizer`` 'adam' (or a :class:`d2lrnn.optim.SGD`
+    / :class:`d2lrnn.optim.Adam` object) trains with another optimizer, ``weight_decay`` adds weight
+    decay to a named one, and ``schedule`` ('cosine', 'linear', 'constant' or a function of the step
+    number) varies the learning rate over the ``num_epochs`` epochs after ``warmup`` steps of linear
+    warm-up. ``patience`` stops early when the validation perplexity has not improved for that many
+    epochs, and leaves the best epoch's parameters in ``net.params``. ``updater`` is an
+    :class:`Updater` to continue with (its optimizer state and step count), overriding the above.
     """
     check_causal(net, allow_bidirectional)
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     history = _check_history(history, num_epochs)
-    step = make_train_step(net, lr, clip, truncation=truncation)
+    if patience is not None:
+        patience = checks.positive_int("patience", patience, " (epochs without improvement, e.g. 3)")
+        if val_iter is None:
+            raise ArgumentError("patience stops on the validation perplexity: pass val_iter too")
+    batches = len(train_iter) if hasattr(train_iter, "__len__") else None
+    step = updater or _make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup,
+                                    num_epochs * batches if batches is not None else None, device)
     eval_step = make_eval_step(net) if val_iter is not None else None
     first = len(history["epoch"]) + 1
     legend = ["train"] + (["validation"] if val_iter is not None else [])
@@ -392,10 +491,10 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
                         enabled=plot, title=title)
     for i, epoch in enumerate(history["epoch"]):
         animator.add(epoch, [history["train_ppl"][i]] + history["val_ppl"][i:i + 1])
-    batches = len(train_iter) if hasattr(train_iter, "__len__") else None
     total = (num_epochs - first + 1) * batches if batches is not None else None
     start = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
     last_good = LastGood(net.params)
+    best = _best_of(history)
     try:
         with progress_bar(total=total, unit="batch", disable=not progress, desc="train") as bar:
             for epoch in range(first, num_epochs + 1):
@@ -414,11 +513,21 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
                     history["val_ppl"].append(val_ppl)
                     info["val_ppl"] = format_perplexity(val_ppl)
                     points.append(val_ppl)
+                    if val_ppl < best[1]:
+                        best = (epoch, val_ppl, net.params)
                 history["seconds"].append(time.perf_counter() - start)
                 bar.set_postfix(info, refresh=False)
                 animator.add(epoch, points)
                 if on_epoch is not None:
                     on_epoch(epoch, net, history)
+                if patience is not None and epoch - best[0] >= patience and epoch < num_epochs:
+                    if best[2] is not None:
+                        net.params = best[2]
+                    if verbose:
+                        kept = f"epoch {best[0]}'s" if best[2] is not None else "the last epoch's"
+                        print(f"stopped early after epoch {epoch}: no better validation perplexity for "
+                              f"{patience} epochs; net.params holds {kept} parameters")
+                    break
     finally:
         animator.close()
     if verbose:

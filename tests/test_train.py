@@ -390,9 +390,9 @@ def _failing_at(monkeypatch, calls, value=math.nan):
     (counted over the run), recording the parameters that go into each call."""
     from d2lrnn import train
 
-    real, inputs = train.make_train_step, []
+    real, inputs = train._make_updater, []
 
-    def make_train_step(*args, **kwargs):
+    def make_updater(*args, **kwargs):
         step = real(*args, **kwargs)
 
         def failing(params, X, Y, state):
@@ -402,7 +402,7 @@ def _failing_at(monkeypatch, calls, value=math.nan):
 
         return failing
 
-    monkeypatch.setattr(train, "make_train_step", make_train_step)
+    monkeypatch.setattr(train, "_make_updater", make_updater)
     return inputs
 
 
