@@ -25,7 +25,8 @@ from .data import Vocab
 from .errors import CheckpointError, D2LRNNError
 from .models import RecurrentStack, make_model
 
-__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer", "atomic_write"]
+__all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer",
+           "load_optimizer_state", "atomic_write"]
 
 #: Bumped when the layout changes so that an older reader refuses what it cannot read.
 FORMAT_VERSION = 2
@@ -35,8 +36,12 @@ PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
 #: The model settings a checkpoint records (``net.config()``), with their format-1 defaults.
 MODEL_DEFAULTS = {"cell": "rnn", "num_layers": 1, "bidirectional": False, "dropout": 0.0,
                   "reset_after": False}
+#: Model settings added within format 2: a checkpoint saved before them used these.
+ADDED_MODEL_SETTINGS = {"input_dropout": 0.0, "output_dropout": 0.0}
 _META_KEY = "meta"
-INFO_KEYS = ("kind", "cell", "num_layers", "bidirectional", "dropout", "reset_after", "backend",
+_OPTIMIZER_PREFIX = "optimizer."
+INFO_KEYS = ("kind", "cell", "num_layers", "bidirectional", "dropout", "input_dropout", "output_dropout",
+             "reset_after", "backend",
              "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 
@@ -57,13 +62,15 @@ def _metadata(net, vocab, hparams, history, resume):
     return meta
 
 
-def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None):
+def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None, optimizer_state=None):
     """A function ``write(file)`` that writes the checkpoint of ``net`` as it is now into an open file.
 
     The parameters are copied to NumPy at once, so the model may go on training before the
     file is written (:func:`d2lrnn.atomic.write_files` writes several files as one set).
     ``resume`` is extra state for continuing a run (plain data), returned by
-    :func:`load_checkpoint` as ``info["resume"]``.
+    :func:`load_checkpoint` as ``info["resume"]``; ``optimizer_state`` what
+    :meth:`d2lrnn.train.Updater.state_dict` returns (Adam's running averages), read back by
+    :func:`load_optimizer_state`.
     """
     if len(vocab) != net.vocab_size:
         raise CheckpointError(f"the vocabulary has {len(vocab)} tokens but the model expects "
@@ -73,7 +80,13 @@ def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None):
                               "build it with d2l.make_model (or d2l's get_*_params and cells) to save it")
     arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
               for name, p in zip(net.param_names, net.scratch_params(), strict=True)}
-    meta = json.dumps(_metadata(net, vocab, hparams, history, resume), ensure_ascii=False, default=str)
+    meta = _metadata(net, vocab, hparams, history, resume)
+    if optimizer_state is not None:
+        opt_arrays = [np.asarray(a, dtype=np.float32) for a in optimizer_state["arrays"]]
+        meta["optimizer"] = {"name": optimizer_state["optimizer"], "t": int(optimizer_state["t"]),
+                             "arrays": len(opt_arrays)}
+        arrays.update({f"{_OPTIMIZER_PREFIX}{i}": a for i, a in enumerate(opt_arrays)})
+    meta = json.dumps(meta, ensure_ascii=False, default=str)
     arrays[_META_KEY] = np.array(meta)  # a unicode array: loads without pickle
     return lambda file: _write_npz(file, arrays)
 
@@ -160,6 +173,8 @@ _META_TYPES = {
     "bidirectional": (bool, "true or false"),
     "dropout": ((int, float), "a number"),
     "reset_after": (bool, "true or false"),
+    "input_dropout": ((int, float), "a number"),
+    "output_dropout": ((int, float), "a number"),
     "vocab": (dict, "a mapping"),
     "hparams": (dict, "a mapping of settings"),
     "history": (dict, "a mapping of lists"),
@@ -170,6 +185,7 @@ _META_TYPES = {
 def _check_meta(path, meta):
     if meta.get("format_version") == 1:  # before cells and layers: a one-layer RNN
         meta.update({k: v for k, v in MODEL_DEFAULTS.items() if k not in meta})
+    meta.update({k: v for k, v in ADDED_MODEL_SETTINGS.items() if k not in meta})
     for key, (types, what) in _META_TYPES.items():
         value = meta.get(key)
         if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
@@ -244,6 +260,28 @@ def checkpoint_info(path):
     return {key: meta.get(key) for key in INFO_KEYS}
 
 
+def load_optimizer_state(path):
+    """The optimizer state a run's ``last.npz`` holds (:meth:`d2lrnn.train.Updater.state_dict`'s
+    form), or None if it holds none (SGD runs, and runs saved before optimizers had state)."""
+    path = _as_path(path)
+    meta, _ = _read(path)
+    saved = meta.get("optimizer")
+    if saved is None:
+        return None
+    damaged = f"checkpoint {path} holds a damaged optimizer state ({{}}): start a new run"
+    try:
+        name, t, count = saved["name"], saved["t"], saved["arrays"]
+        if not (isinstance(name, str) and isinstance(t, int) and isinstance(count, int) and t >= 0):
+            raise ValueError("bad fields")
+        with np.load(path, allow_pickle=False) as data:
+            arrays = [data[f"{_OPTIMIZER_PREFIX}{i}"] for i in range(count)]
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(damaged.format(err)) from None
+    if any(a.dtype != np.float32 or not np.isfinite(a).all() for a in arrays):
+        raise CheckpointError(damaged.format("values not finite float32"))
+    return {"optimizer": name, "t": t, "arrays": arrays}
+
+
 def load_checkpoint(path, device=None):
     """Load a checkpoint on the active backend; return ``(net, vocab, info)``.
 
@@ -258,7 +296,8 @@ def load_checkpoint(path, device=None):
     try:
         with generator_state_kept():  # the initial draw is overwritten: leave the seed alone
             net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"],
-                             meta["num_layers"], meta["bidirectional"], meta["dropout"], meta["reset_after"])
+                             meta["num_layers"], meta["bidirectional"], meta["dropout"], meta["reset_after"],
+                             meta["input_dropout"], meta["output_dropout"])
     except D2LRNNError as err:
         raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
     net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays.values()])

@@ -35,20 +35,22 @@ _OLD_KINDS = {"rnn_scratch": "scratch", "rnn_concise": "concise"}
 
 
 def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layers=1, bidirectional=False,
-               dropout=0.0, reset_after=None):
+               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0):
     """A fresh language model.
 
     ``kind`` is 'scratch' (the cell's own equations) or 'concise' (the framework's layer, where
     the backend has one); ``cell`` is 'rnn', 'gru' or 'lstm'. ``reset_after`` picks the GRU's form:
-    by default the book's for 'scratch' and the frameworks' (cuDNN) form for 'concise'.
+    by default the book's for 'scratch' and the frameworks' (cuDNN) form for 'concise'. In
+    training, ``dropout`` acts between recurrent layers, ``input_dropout`` on the input tokens and
+    ``output_dropout`` before the output layer.
     """
     kind = _OLD_KINDS.get(kind, kind)
     vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
     num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
     if kind == "scratch":
         return StackedRNNModelScratch(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout,
-                                      bool(reset_after), device)
+                                      bool(reset_after), device, input_dropout, output_dropout)
     if kind == "concise":
         layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
-        return RNNModel(layer, vocab_size, device)
+        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout)
     raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")

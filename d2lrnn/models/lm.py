@@ -20,7 +20,7 @@ from ..errors import ArgumentError
 from .cell import get_cell
 from .native import NativeLayer
 from .rnn import get_params, init_rnn_state, output_layer, output_params, rnn
-from .stack import RecurrentStack
+from .stack import RecurrentStack, check_dropout
 
 
 def _named(net):
@@ -53,15 +53,27 @@ class _LanguageModel:
 class _LayerModel(_LanguageModel):
     """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top."""
 
-    def __init__(self, layer, vocab_size, device=None):
+    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0):
         self.layer, self.vocab_size, self.device = layer, vocab_size, device
         self.num_hiddens = layer.num_hiddens
+        self.input_dropout = check_dropout(input_dropout, "input_dropout")
+        self.output_dropout = check_dropout(output_dropout, "output_dropout")
         self.params = layer.init_params(device) + output_params(layer.num_outputs, vocab_size, device)
         self.param_names = layer.names + ("W_hq", "b_q")
 
     def forward(self, params, X, state, training=False):
-        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates)."""
-        Hs, state = self.layer.forward(params[:-2], ops.transpose(X), state, training)
+        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates).
+
+        In training, ``input_dropout`` drops whole input tokens (their one-hot vectors, the kept ones
+        scaled by 1 / (1 - p)) and ``output_dropout`` drops units of the last layer's output before
+        the output layer; the layer's own ``dropout`` acts between its layers.
+        """
+        X = ops.transpose(X)
+        if training and self.input_dropout:
+            X = ops.dropout(ops.one_hot(X, self.vocab_size), self.input_dropout)
+        Hs, state = self.layer.forward(params[:-2], X, state, training)
+        if training and self.output_dropout:
+            Hs = ops.dropout(Hs, self.output_dropout)
         return output_layer(Hs, *params[-2:]), state
 
     def begin_state(self, batch_size, device=None):
@@ -74,23 +86,25 @@ class _LayerModel(_LanguageModel):
         return {"kind": self.kind, "cell": layer.cell.name, "vocab_size": self.vocab_size,
                 "num_hiddens": self.num_hiddens, "num_layers": layer.num_layers,
                 "bidirectional": layer.bidirectional, "dropout": layer.dropout,
-                "reset_after": layer.cell.reset_after}
+                "reset_after": layer.cell.reset_after, "input_dropout": self.input_dropout,
+                "output_dropout": self.output_dropout}
 
 
 class StackedRNNModelScratch(_LayerModel):
     """A language model on ``num_layers`` layers of ``cell`` ('rnn', 'gru', 'lstm') from scratch.
 
     ``bidirectional`` runs each layer in both directions; ``dropout`` acts between layers during
-    training; ``reset_after`` picks the GRU's cuDNN form (the book's form by default).
+    training, ``input_dropout`` on the input tokens and ``output_dropout`` before the output layer;
+    ``reset_after`` picks the GRU's cuDNN form (the book's form by default).
     """
 
     kind = "scratch"
 
     def __init__(self, vocab_size, num_hiddens, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0,
-                 reset_after=False, device=None):
+                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         layer = RecurrentStack(cell, vocab_size, num_hiddens, num_layers, bidirectional, dropout, reset_after)
-        super().__init__(layer, vocab_size, device)
+        super().__init__(layer, vocab_size, device, input_dropout, output_dropout)
 
 
 class RNNModel(_LayerModel):
@@ -105,14 +119,14 @@ class RNNModel(_LayerModel):
 
     kind = "concise"
 
-    def __init__(self, rnn_layer, vocab_size, device=None):
+    def __init__(self, rnn_layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
             rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
         elif rnn_layer.num_inputs != vocab_size:
             raise ArgumentError(f"the layer takes {rnn_layer.num_inputs} inputs but the vocabulary has "
                                 f"{vocab_size} tokens: build it with d2l.rnn_layer(len(vocab), ...)")
-        super().__init__(rnn_layer, vocab_size, device)
+        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout)
         self.rnn = rnn_layer
 
     def layer_params(self):
@@ -176,4 +190,4 @@ class RNNModelScratch(_LanguageModel):
             return {"kind": "custom", "vocab_size": self.vocab_size, "num_hiddens": self.num_hiddens}
         return {"kind": "scratch", "cell": self.cell.name, "vocab_size": self.vocab_size,
                 "num_hiddens": self.num_hiddens, "num_layers": 1, "bidirectional": False, "dropout": 0.0,
-                "reset_after": self.cell.reset_after}
+                "reset_after": self.cell.reset_after, "input_dropout": 0.0, "output_dropout": 0.0}

@@ -22,11 +22,12 @@ def slot_prefix(layer, reverse):
     return (f"l{layer}." if layer else "") + ("rev." if reverse else "")
 
 
-def check_dropout(dropout):
+def check_dropout(dropout, name="dropout"):
     """``dropout`` as a float in [0, 1), or one ArgumentError line."""
-    value = checks.number("dropout", dropout, hint=" (the probability of dropping a unit, e.g. 0.2)")
+    value = checks.number(name, dropout, hint=" (the probability of dropping a unit, e.g. 0.2)")
     if not 0 <= value < 1:
-        raise ArgumentError(f"dropout is {dropout!r}: use a probability in [0, 1), e.g. 0.2 (--dropout)")
+        flag = "--" + name.replace("_", "-")
+        raise ArgumentError(f"{name} is {dropout!r}: use a probability in [0, 1), e.g. 0.2 ({flag})")
     return float(value)
 
 
