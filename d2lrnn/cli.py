@@ -23,12 +23,13 @@ import numpy as np
 
 from . import checks, ops
 from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
-from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint
+from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint, load_optimizer_state
 from .data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from .errors import CheckpointError, D2LRNNError, DataError, RunFolderError, TrainingError
 from .models import cell_names, make_model
+from .optim import Schedule, get_optimizer
 from .runs import open_run_folder
-from .train import SEES_THE_FUTURE, format_perplexity, predict_ch8, quiet_numerics, train_ch8
+from .train import SEES_THE_FUTURE, Updater, format_perplexity, predict_ch8, quiet_numerics, train_ch8
 
 NGRAM_ORDERS = (1, 2, 3, 5)
 CELLS = tuple(cell_names())
@@ -38,9 +39,19 @@ CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
 TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "cell": "rnn", "num_layers": 1, "dropout": 0.0,
-                  "hidden": 512, "batch_size": 32,
-                  "num_steps": 35, "lr": 1.0, "clip": 1.0, "epochs": 30, "sampling": "sequential",
+                  "input_dropout": 0.0, "output_dropout": 0.0, "hidden": 512, "batch_size": 32,
+                  "num_steps": 35, "optimizer": "sgd", "lr": 1.0, "weight_decay": 0.0, "schedule": "constant",
+                  "warmup": 0, "clip": 1.0, "epochs": 30, "patience": 0, "sampling": "sequential",
                   "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
+
+#: The GRU and LSTM train with what a practitioner would use rather than the book's SGD: Adam with
+#: a warm-up and cosine decay, dropout on the inputs and before the output layer, and early
+#: stopping. These replace TRAIN_DEFAULTS for ``--cell gru`` / ``--cell lstm`` where the command line
+#: gives no value (bench/RESULTS.md has the runs that chose them).
+CELL_DEFAULTS = {
+    cell: {"hidden": 256, "num_steps": 64, "optimizer": "adam", "lr": 0.004, "schedule": "cosine",
+           "warmup": 100, "input_dropout": 0.1, "output_dropout": 0.3, "epochs": 12, "patience": 3}
+    for cell in ("gru", "lstm")}
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -149,12 +160,15 @@ def backend_choice(text):
 
 
 #: Settings added after runs were first saved: a run saved without them used these defaults.
-ADDED_SETTINGS = ("cell", "num_layers", "dropout")
+ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
+                  "weight_decay", "schedule", "warmup", "patience")
 
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
-SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "hidden": positive_int,
+SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "input_dropout": dropout_rate,
+                 "output_dropout": dropout_rate, "hidden": positive_int,
                  "batch_size": positive_int, "num_steps": positive_int, "lr": positive_float,
-                 "clip": positive_float, "epochs": positive_int,
+                 "weight_decay": nonnegative_float, "warmup": nonnegative_int, "clip": positive_float,
+                 "epochs": positive_int, "patience": nonnegative_int,
                  "max_tokens": max_tokens, "val_fraction": fraction, "seed": seed_value}
 
 
@@ -169,8 +183,12 @@ def _add_train_parser(commands):
 
     def setting(flag, help, **kwargs):  # default None: --resume must tell what was given explicitly
         key = flag[2:].replace("-", "_")
+        per_cell = {cell: v[key] for cell, v in CELL_DEFAULTS.items() if key in v}
+        shown = f"{d[key]}"
+        for value in dict.fromkeys(per_cell.values()):
+            shown += f"; --cell {'/'.join(c for c, v in per_cell.items() if v == value)}: {value}"
         p.add_argument(flag, default=None, type=SETTING_TYPES.get(key, str),
-                       help=f"{help} (default: {d[key]})", **kwargs)
+                       help=f"{help} (default: {shown})", **kwargs)
 
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
                    help=f"{', '.join(available_backends())} (default: $D2LRNN_BACKEND, else numpy; "
@@ -183,15 +201,25 @@ def _add_train_parser(commands):
     setting("--num-layers", "recurrent layers stacked on each other", metavar="L")
     setting("--dropout", "dropout between recurrent layers while training (with --num-layers 2 or more)",
             metavar="P")
+    setting("--input-dropout", "dropout of whole input characters while training", metavar="P")
+    setting("--output-dropout", "dropout of the last layer's outputs before the output layer while training",
+            metavar="P")
     p.add_argument("--bidirectional", action="store_true",
                    help="refused: a bidirectional model sees the character it is asked to predict (see the "
                         "bidirectional-rnn notebook)")
     setting("--hidden", "hidden units (per layer and direction)", metavar="N")
     setting("--batch-size", "sequences per minibatch", metavar="N")
     setting("--num-steps", "time steps per sequence", metavar="N")
-    setting("--lr", "SGD learning rate", metavar="RATE")
+    setting("--optimizer", "the book's SGD, or Adam (with decoupled weight decay)", choices=("sgd", "adam"))
+    setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
+    setting("--weight-decay", "weight decay (L2 for SGD, decoupled for Adam)", metavar="WD")
+    setting("--schedule", "learning rate over training after the warm-up",
+            choices=("constant", "cosine", "linear"))
+    setting("--warmup", "steps of linear learning-rate warm-up from 0", metavar="STEPS")
     setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
     setting("--epochs", "passes over the training text (with --resume: the new total)", metavar="N")
+    setting("--patience", "stop after N epochs without a better validation perplexity (0: never)",
+            metavar="N")
     setting("--sampling", "random subsequences, or sequential partitioning (state carried over)",
             choices=("random", "sequential"))
     setting("--max-tokens", "use only the first N characters of the corpus (-1: all)", metavar="N")
@@ -274,10 +302,31 @@ def model_name(args):
 
 def _summary(args, backend, train_iter, val_iter, vocab):
     epochs = f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
-    dropout = f", dropout {args.dropout:g}" if args.dropout else ""
+    rates = (("between layers", args.dropout), ("input", args.input_dropout), ("output", args.output_dropout))
+    dropouts = [f"{what} {p:g}" for what, p in rates if p]
+    dropout = f", dropout {', '.join(dropouts)}" if dropouts else ""
+    training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
+    if args.warmup:
+        training += f", {args.warmup} warm-up steps"
+    if args.schedule != "constant":
+        training += f", {args.schedule} decay"
+    if args.weight_decay:
+        training += f", weight decay {args.weight_decay:g}"
+    stop = f", early stop after {args.patience} epochs without improvement" if args.patience else ""
     return (f"corpus {args.corpus}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} validation "
             f"characters, vocabulary {len(vocab)} | backend {backend} | {model_name(args)} ({args.model}), "
-            f"{args.hidden} hidden units{dropout} | {epochs}, {args.sampling} sampling")
+            f"{args.hidden} hidden units{dropout} | {training} | batch {args.batch_size} x {args.num_steps} "
+            f"steps, {epochs}{stop}, {args.sampling} sampling")
+
+
+def _defaults_note(args):
+    """One line naming the per-cell defaults a new run took, and how to get the book's training back."""
+    used = getattr(args, "cell_defaults", [])
+    if not used:
+        return None
+    shown = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in used)
+    return (f"defaults for --cell {args.cell}: {shown} (the book's training: --optimizer sgd --lr 1 "
+            "--schedule constant --warmup 0)")
 
 
 def perplexity_table(model, train_ppl, val_ppl, baselines, name="RNN"):
@@ -372,8 +421,8 @@ class EpochSaver:
     resume from), written together by :meth:`RunFolder.write`.
     """
 
-    def __init__(self, folder, vocab, hparams, baselines, title, train_iter, history=None):
-        self.folder, self.vocab, self.hparams = folder, vocab, hparams
+    def __init__(self, folder, vocab, hparams, baselines, title, train_iter, history=None, updater=None):
+        self.folder, self.vocab, self.hparams, self.updater = folder, vocab, hparams, updater
         self.baselines, self.title, self.train_iter = baselines, title, train_iter
         self.best = _best_epoch(history) if history else None  # (epoch, validation perplexity) of model.npz
         self.saved = history["epoch"][-1] if history else None  # the last epoch on disk
@@ -389,7 +438,11 @@ class EpochSaver:
                   "loader_generator": self.train_iter.rng_state()}
         files["metrics.csv"] = (metrics_csv_writer(history), "w")
         files["perplexity.png"] = (perplexity_plot_writer(history, self.baselines, self.title, best[0]), "wb")
-        files["last.npz"] = (checkpoint_writer(net, self.vocab, self.hparams, history, resume), "wb")
+        opt_state = self.updater.state_dict() if self.updater is not None else None
+        if opt_state is not None and not opt_state["arrays"]:
+            opt_state = None  # SGD keeps nothing
+        last = checkpoint_writer(net, self.vocab, self.hparams, history, resume, opt_state)
+        files["last.npz"] = (last, "wb")
         self.folder.write(files)
         self.best, self.saved = best, epoch
 
@@ -480,11 +533,16 @@ def _train_here(args, backend, start):
                                                args.sampling == "random", args.max_tokens,
                                                args.val_fraction, seed=args.seed)
     _check_memory(len(vocab), args)
+    if "warmup" in getattr(args, "cell_defaults", []):  # the cell's default: at most a tenth of a short run
+        args.warmup = min(args.warmup, args.epochs * len(train_iter) // 10)
     digest = _corpus_digest(train_iter, val_iter)
     stem = run_stem(args, backend)
     resume = args.resume is not None
     with open_run_folder(args.resume or args.out, "runs", stem, args.overwrite, resume) as out:
         print(_summary(args, backend, train_iter, val_iter, vocab))
+        note = _defaults_note(args)
+        if note and not resume:
+            print(note)
         print(f"output folder {out.path}", flush=True)
         fit, held, note = baseline_sample(train_iter.corpus, val_iter.corpus)
         baselines = ngram_perplexities(fit, held, len(vocab), ns=NGRAM_ORDERS)
@@ -497,15 +555,27 @@ def _train_here(args, backend, start):
             print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
         else:
             net = make_model(args.model, len(vocab), args.hidden, cell=args.cell, num_layers=args.num_layers,
-                             dropout=args.dropout)
+                             dropout=args.dropout, input_dropout=args.input_dropout,
+                             output_dropout=args.output_dropout)
             history = None
+        updater = _updater(args, net, len(train_iter))
+        if resume:
+            saved = load_optimizer_state(out / "last.npz")
+            if saved is not None:
+                updater.load_state_dict(saved)
+            elif args.optimizer != "sgd":
+                raise CheckpointError(f"{out / 'last.npz'} holds no {args.optimizer} state to continue: "
+                                      "start a new run")
+            else:
+                updater.t = history["epoch"][-1] * len(train_iter)  # SGD's only state: the schedule's step
         hparams = _hparams(args, backend, prefixes, baselines, digest)
         title = f"{corpus_name(args.corpus)}, {backend}, {model_name(args)} ({args.model})"
-        saver = EpochSaver(out, vocab, hparams, baselines, title, train_iter, history)
+        saver = EpochSaver(out, vocab, hparams, baselines, title, train_iter, history, updater)
         try:
             history = train_ch8(net, train_iter, vocab, args.lr, args.epochs, None, args.sampling == "random",
                                 clip=args.clip, val_iter=val_iter, progress=not args.no_progress, plot=False,
-                                verbose=False, history=history, on_epoch=saver)
+                                verbose=False, history=history, on_epoch=saver, updater=updater,
+                                patience=args.patience or None)
         except TrainingError as err:
             raise TrainingError(f"{err.cause}; {saver.where()}", err.epoch, err.step) from None
         except KeyboardInterrupt:
@@ -514,6 +584,9 @@ def _train_here(args, backend, start):
                                         "nothing was saved") from None
             raise KeyboardInterrupt(f"interrupted; epochs 1-{saver.saved} are saved in {out.path}: continue "
                                     f"with: d2lrnn train --resume {out.path}") from None
+        if history["epoch"][-1] < args.epochs:
+            print(f"stopped early after epoch {history['epoch'][-1]} of {args.epochs}: the validation "
+                  f"perplexity did not improve for {args.patience} epochs")
         _report(args, out, baselines, prefixes, history["epoch"][-1])
         print(f"\nwall time {_duration(time.perf_counter() - start)}")
         for what, name in (("checkpoint", "model.npz"), ("metrics", "metrics.csv"),
@@ -522,16 +595,36 @@ def _train_here(args, backend, start):
     return 0
 
 
+def _updater(args, net, steps_per_epoch):
+    """The optimizer, schedule and clipping of a run, as one :class:`d2lrnn.train.Updater`."""
+    optimizer = get_optimizer(args.optimizer, args.lr, args.weight_decay)
+    total = args.epochs * steps_per_epoch
+    schedule = None
+    if args.schedule != "constant" or args.warmup:
+        if args.warmup >= total:
+            raise D2LRNNError(f"--warmup {args.warmup} is not shorter than the run's {total} steps "
+                              f"({args.epochs} epochs of {steps_per_epoch}): use a smaller --warmup")
+        schedule = Schedule(args.lr, total, args.warmup, args.schedule)
+    return Updater(net, optimizer, args.clip, schedule=schedule)
+
+
 def _duration(seconds):
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
 
 
 def _fill_settings(args):
-    """A new run: every setting not given takes its default."""
+    """A new run: every setting not given takes its default (the cell's own, where it has one).
+    Returns the names of the cell's defaults that were used, for the summary."""
+    cell = args.cell or TRAIN_DEFAULTS["cell"]
+    used = []
     for key, value in TRAIN_DEFAULTS.items():
         if getattr(args, key) is None:
+            if key in CELL_DEFAULTS.get(cell, {}):
+                value = CELL_DEFAULTS[cell][key]
+                used.append(key)
             setattr(args, key, value)
+    args.cell_defaults = used
 
 
 def _resume_settings(args):

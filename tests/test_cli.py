@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import d2lrnn as d2l
-from d2lrnn import cli
+from d2lrnn import cli, ops
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
 TINY = ["--hidden", "16", "--epochs", "2", "--max-tokens", "4000", "--batch-size", "4", "--num-steps", "8",
@@ -63,7 +63,8 @@ def test_train_prints_the_setup_the_table_against_the_baselines_and_samples(tiny
     result, out = tiny_run
     lines = result.stdout.splitlines()
     assert lines[0] == (f"corpus timemachine: 3,600 training / 400 validation characters, vocabulary 28 | "
-                        f"backend {backend} | RNN (scratch), 16 hidden units | 2 epochs, sequential sampling")
+                        f"backend {backend} | RNN (scratch), 16 hidden units | SGD lr 1 | batch 4 x 8 steps, "
+                        "2 epochs, sequential sampling")
     history = d2l.load_checkpoint(out / "model.npz")[2]["history"]
     train_ppl, val_ppl = history["train_ppl"][-1], history["val_ppl"][-1]
     table = {line.rsplit(None, 2)[0]: line.split()[-2:] for line in lines
@@ -127,7 +128,8 @@ def test_every_cell_trains_saves_resumes_and_generates(cell, layers, folder, tmp
     assert sorted(os.listdir(out)) == RUN_FILES
     printed = capsys.readouterr().out
     name = f"{layers}-layer {cell.upper()}" if layers != "1" else cell.upper()
-    assert f"| {name} ({model}), 16 hidden units{', dropout 0.2' if dropout else ''} |" in printed
+    between = "between layers 0.2, " if dropout else ""
+    assert f"| {name} ({model}), 16 hidden units, dropout {between}input 0.1, output 0.3 |" in printed
     assert f"\n{name} ({model}) " in printed and f"the {name} " in printed  # the table's row and verdict
     net, vocab, info = d2l.load_checkpoint(out / "model.npz")
     assert info["cell"] == cell and info["num_layers"] == int(layers) and net.kind == model
@@ -194,9 +196,10 @@ def test_help_is_readable(capsys):
     assert "train" in text and "generate" in text and "d2lrnn COMMAND --help" in text
     assert cli.main(["train", "--help"]) == 0
     text = capsys.readouterr().out
-    for option in ("--hidden N", "(default: 512)", "--corpus NAME|PATH", "(default: timemachine)",
-                   "--out DIR", "(default: 30)", "(default: sequential)"):
-        assert option in text
+    for option in ("--hidden N", "(default: 512; --cell gru/lstm: 256)", "--corpus NAME|PATH",
+                   "(default: timemachine)", "--out DIR", "(default: 30; --cell gru/lstm: 12)",
+                   "(default: sequential)", "(default: sgd; --cell gru/lstm: adam)"):
+        assert option in " ".join(text.split())  # as printed, without the line wrapping
 
 
 def _missing_framework(monkeypatch):
@@ -300,21 +303,14 @@ def test_divergence_exits_1_with_one_line_and_no_warning_before_it(tmp_path, cap
 def _switch_to_a_huge_learning_rate_after(monkeypatch, num_steps):
     """From step ``num_steps + 1`` on, train with lr 1e300, as a schedule gone wrong would: a real
     overflow of the update, nothing injected."""
-    from d2lrnn import train
+    real = cli._updater
 
-    real = train.make_train_step
+    def updater(*args):
+        made = real(*args)
+        made.schedule = lambda t: 1.0 if t <= num_steps else 1e300
+        return made
 
-    def make_train_step(net, lr, clip=1.0, loss=train.lm_loss, truncation=None):
-        steps = [real(net, lr, clip, loss, truncation), real(net, 1e300, clip, loss, truncation)]
-        calls = []
-
-        def step(*args):
-            calls.append(1)
-            return steps[len(calls) > num_steps](*args)
-
-        return step
-
-    monkeypatch.setattr(train, "make_train_step", make_train_step)
+    monkeypatch.setattr(cli, "_updater", updater)
 
 
 def _epoch_batches():
@@ -575,3 +571,68 @@ def test_baselines_of_a_large_text_are_fitted_on_a_sample_and_the_output_says_so
     expected = d2l.ngram_perplexities(train_iter.corpus[:1000], val_iter.corpus[:300], len(vocab))
     info = d2l.checkpoint_info(tmp_path / "run" / "last.npz")
     assert info["hparams"]["ngram_val_ppl"] == {str(n): ppl for n, ppl in expected.items()}
+
+
+def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_path, capsys):
+    """--cell lstm takes its own defaults (Adam, warm-up, cosine decay, dropout, early stopping) where
+    the command line gives none, prints them with the book's alternative, and saves Adam's state."""
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--cell", "lstm", "--out", str(run)]) == 0
+    printed = capsys.readouterr().out
+    steps = len(d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)[0])
+    warmup = min(100, 2 * steps // 10)  # capped at a tenth of this short run
+    assert (f"| Adam lr 0.004, {warmup} warm-up steps, cosine decay | batch 4 x 8 steps, 2 epochs, "
+            "early stop after 3 epochs without improvement, sequential sampling") in printed
+    assert (f"defaults for --cell lstm: --input-dropout 0.1, --output-dropout 0.3, --optimizer adam, "
+            f"--lr 0.004, --schedule cosine, --warmup {warmup}, --patience 3 (the book's training: "
+            "--optimizer sgd --lr 1 --schedule constant --warmup 0)") in printed
+    info = d2l.checkpoint_info(run / "last.npz")
+    assert {k: info["hparams"][k] for k in ("optimizer", "lr", "schedule", "warmup", "patience")} == \
+        {"optimizer": "adam", "lr": 0.004, "schedule": "cosine", "warmup": warmup, "patience": 3}
+    assert (info["input_dropout"], info["output_dropout"]) == (0.1, 0.3)
+    saved = d2l.checkpoint.load_optimizer_state(run / "last.npz")
+    net, _, _ = d2l.load_checkpoint(run / "last.npz")
+    assert saved["optimizer"] == "adam" and saved["t"] == 2 * steps
+    assert [a.shape for a in saved["arrays"]] == [tuple(ops.shape(p)) for p in net.params] * 2
+    assert np.abs(saved["arrays"][0]).max() > 0  # the first moment of W_xi moved
+    assert d2l.checkpoint.load_optimizer_state(run / "model.npz") is None  # the best model holds weights only
+    # given values win over the cell's defaults, and the RNN keeps the book's
+    assert cli.main(["train", *TINY, "--epochs", "1", "--cell", "gru", "--optimizer", "sgd", "--lr", "1",
+                     "--out", str(tmp_path / "sgd")]) == 0
+    assert f"| SGD lr 1, {steps // 10} warm-up steps, cosine decay |" in capsys.readouterr().out
+    assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path / "rnn")]) == 0
+    printed = capsys.readouterr().out
+    assert "| SGD lr 1 | batch 4 x 8 steps, 1 epoch, sequential sampling" in printed
+    assert "defaults for" not in printed
+
+
+def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
+    """Adam's running averages, its step count and the schedule's position come back on --resume
+    (dropout off: its masks are drawn by each framework's own generator, not restored)."""
+    args = ["train", *TINY, "--epochs", "3", "--cell", "gru", "--input-dropout", "0", "--output-dropout", "0",
+            "--weight-decay", "0.01", "--warmup", "20"]
+    assert cli.main([*args, "--out", str(tmp_path / "whole")]) == 0
+    with monkeypatch.context() as m:
+        _interrupt_at(m, epoch=3, step=4)
+        assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 130
+    assert cli.main(["train", "--resume", str(tmp_path / "cut"), "--no-progress"]) == 0
+    capsys.readouterr()
+    whole, resumed = _arrays(tmp_path / "whole" / "last.npz"), _arrays(tmp_path / "cut" / "last.npz")
+    assert sorted(whole) == sorted(resumed) and any(k.startswith("optimizer.") for k in whole)
+    for key in whole:
+        np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+
+
+def test_too_long_a_warmup_and_patience_without_improvement(tmp_path, monkeypatch, capsys):
+    assert cli.main(["train", *TINY, "--warmup", "100000", "--schedule", "cosine",
+                     "--out", str(tmp_path / "a")]) == 2
+    assert "--warmup 100000 is not shorter than the run's" in capsys.readouterr().err
+    from d2lrnn import train
+
+    scripted = iter([9.0, 7.0, 8.0, 8.5, 6.0])
+    monkeypatch.setattr(train, "evaluate_perplexity", lambda *a, **k: next(scripted))
+    assert cli.main(["train", *TINY, "--epochs", "6", "--patience", "2", "--out", str(tmp_path / "b")]) == 0
+    printed = capsys.readouterr().out
+    assert "stopped early after epoch 4 of 6: the validation perplexity did not improve for 2 epochs" \
+        in printed
+    assert d2l.checkpoint_info(tmp_path / "b" / "model.npz")["history"]["epoch"] == [1, 2]
