@@ -267,6 +267,55 @@ def test_twenty_sgd_steps_follow_numpy(kind, model):
     assert_close(params, ref_params, rtol=1e-4, atol=1e-5)
 
 
+def _seeded_dropout(x, p):
+    """Dropout whose mask is drawn from NumPy, keyed by the tensor's shape: every backend (and every
+    trace of a compiled step) then drops the same units, so training with dropout can be compared."""
+    shape = tuple(int(d) for d in ops.shape(x))
+    keep = np.random.default_rng(sum(shape) + 1000 * len(shape)).random(shape) >= p
+    return x * ops.from_numpy((keep / (1 - p)).astype(np.float32))
+
+
+def _twenty_adam_steps(kind, cell, num_layers):
+    """20 steps of Adam (decoupled weight decay) under a warm-up and cosine schedule, with dropout on
+    the input tokens, between the layers and before the output layer; losses and final params."""
+    d2l.manual_seed(0)
+    between = 0.3 if kind == "scratch" else 0.0  # a framework's fused layer draws its own masks
+    net = d2l.models.make_model(kind, 28, 32, cell=cell, num_layers=num_layers, dropout=between,
+                                input_dropout=0.1, output_dropout=0.2)
+    schedule = d2l.Schedule(0.01, total=20, warmup=5, decay="cosine", floor=0.1)
+    # From the book's 0.01-scale initialization a 2-layer LSTM's first gradients are partly 1e-9 to
+    # 1e-11, below Adam's eps, where float32 results differ between frameworks in the third digit and
+    # Adam turns them into steps of about lr. Weights 10x larger (0.1-scale, as after some training)
+    # keep every gradient well above eps, so the comparison measures the update, not that rounding.
+    net.params = [p * 10 for p in net.params]
+    step = d2l.make_train_step(net, 0.01, 1.0, optimizer=d2l.Adam(0.01, weight_decay=0.01), schedule=schedule)
+    r = np.random.default_rng(0)
+    stream = np.tile(r.integers(0, 28, 23), 8 * 7).reshape(8, -1)
+    state, losses = net.begin_state(8), []
+    for i in range(0, 7 * 20, 7):
+        X, Y = ops.from_numpy(stream[:, i:i + 7]), ops.from_numpy(stream[:, i + 1:i + 8])
+        l, net.params, state = step(net.params, X, Y, state)
+        losses.append(float(ops.to_numpy(l)))
+    return losses, to_numpy_tree(net.scratch_params())
+
+
+@pytest.mark.parametrize("kind, cell, num_layers", [("scratch", "lstm", 2), ("scratch", "gru", 2),
+                                                    ("concise", "lstm", 1), ("concise", "gru", 1)])
+def test_twenty_adam_steps_with_dropout_and_a_schedule_follow_numpy(kind, cell, num_layers, monkeypatch):
+    with d2l.use_backend("numpy"):
+        ref_losses, ref_params = _twenty_adam_steps(kind, cell, num_layers)
+    monkeypatch.setattr(d2l.backends.get_backend(), "dropout", _seeded_dropout)
+    losses, params = _twenty_adam_steps(kind, cell, num_layers)
+    with d2l.use_backend("numpy"):
+        monkeypatch.setattr(d2l.backends.get_backend(), "dropout", _seeded_dropout)
+        seeded_losses, seeded_params = _twenty_adam_steps(kind, cell, num_layers)
+    assert seeded_losses != ref_losses  # the seeded masks replaced numpy's own: dropout is on
+    # the same 1e-4 as the SGD steps above: float32 rounding per framework, compounded over 20 steps
+    np.testing.assert_allclose(losses, seeded_losses, rtol=1e-4)
+    assert losses[-1] < losses[0]
+    assert_close(params, seeded_params, rtol=1e-4, atol=1e-5)
+
+
 def test_perplexity_of_a_huge_finite_loss_is_inf_not_an_overflow():
     assert d2l.train.perplexity(np.log(28.0)) == pytest.approx(28.0)
     assert d2l.train.perplexity(1e6) == math.inf
