@@ -197,8 +197,9 @@ def test_help_is_readable(capsys):
     assert cli.main(["train", "--help"]) == 0
     text = capsys.readouterr().out
     for option in ("--hidden N", "(default: 512; --cell gru/lstm: 256)", "--corpus NAME|PATH",
-                   "(default: timemachine)", "--out DIR", "(default: 30; --cell gru/lstm: 12)",
-                   "(default: sequential)", "(default: sgd; --cell gru/lstm: adam)"):
+                   "(default: timemachine)", "--out DIR", "(default: 30; --cell gru/lstm: 40)",
+                   "(default: sequential)", "(default: sgd; --cell gru/lstm: adam)",
+                   "(default: 1.0; --cell gru: 0.02; --cell lstm: 0.04)"):
         assert option in " ".join(text.split())  # as printed, without the line wrapping
 
 
@@ -581,14 +582,14 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
     printed = capsys.readouterr().out
     steps = len(d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)[0])
     warmup = min(100, 2 * steps // 10)  # capped at a tenth of this short run
-    assert (f"| Adam lr 0.004, {warmup} warm-up steps, cosine decay | batch 4 x 8 steps, 2 epochs, "
+    assert (f"| Adam lr 0.04, {warmup} warm-up steps, cosine decay | batch 4 x 8 steps, 2 epochs, "
             "early stop after 3 epochs without improvement, sequential sampling") in printed
     assert (f"defaults for --cell lstm: --input-dropout 0.1, --output-dropout 0.3, --optimizer adam, "
-            f"--lr 0.004, --schedule cosine, --warmup {warmup}, --patience 3 (the book's training: "
+            f"--lr 0.04, --schedule cosine, --warmup {warmup}, --patience 3 (the book's training: "
             "--optimizer sgd --lr 1 --schedule constant --warmup 0)") in printed
     info = d2l.checkpoint_info(run / "last.npz")
     assert {k: info["hparams"][k] for k in ("optimizer", "lr", "schedule", "warmup", "patience")} == \
-        {"optimizer": "adam", "lr": 0.004, "schedule": "cosine", "warmup": warmup, "patience": 3}
+        {"optimizer": "adam", "lr": 0.04, "schedule": "cosine", "warmup": warmup, "patience": 3}
     assert (info["input_dropout"], info["output_dropout"]) == (0.1, 0.3)
     saved = d2l.checkpoint.load_optimizer_state(run / "last.npz")
     net, _, _ = d2l.load_checkpoint(run / "last.npz")
