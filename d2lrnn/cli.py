@@ -330,6 +330,11 @@ def _defaults_note(args):
             "--schedule constant --warmup 0)")
 
 
+def _best_ngram_note(baselines):
+    best = min(baselines, key=baselines.get)
+    return "" if best == 3 else f"; the best is the {best}-gram's {baselines[best]:.2f}"
+
+
 def perplexity_table(model, train_ppl, val_ppl, baselines, name="RNN"):
     """The network's train/validation perplexity above the n-gram models' validation perplexity."""
     rows = [(f"{name} ({model})", format_perplexity(train_ppl), format_perplexity(val_ppl))]
@@ -342,6 +347,12 @@ def perplexity_table(model, train_ppl, val_ppl, baselines, name="RNN"):
     sign = "<" if val_ppl < trigram else ">="
     lines.append(f"the {name} {verdict} the trigram on the validation text "
                  f"({format_perplexity(val_ppl)} {sign} {format_perplexity(trigram)})")
+    best = min(baselines, key=baselines.get)
+    if best != 3:  # on a small text a shorter context can count better; on a big one a longer
+        below = val_ppl < baselines[best]
+        lines.append(f"and {'beats' if below else 'does not beat'} the best n-gram, the {best}-gram "
+                     f"({format_perplexity(val_ppl)} {'<' if below else '>='} "
+                     f"{format_perplexity(baselines[best])})")
     return "\n".join(lines)
 
 
@@ -548,7 +559,7 @@ def _train_here(args, backend, start):
         fit, held, note = baseline_sample(train_iter.corpus, val_iter.corpus)
         baselines = ngram_perplexities(fit, held, len(vocab), ns=NGRAM_ORDERS)
         print("n-gram validation perplexity: " + ", ".join(f"{n}-gram {p:.2f}" for n, p in baselines.items())
-              + f" (the trigram's {baselines[3]:.2f} is the one to beat)"
+              + f" (the trigram's {baselines[3]:.2f} is the one to beat{_best_ngram_note(baselines)})"
               + (f"; a sample of the large text: {note}" if note else ""), flush=True)
         prefixes = sample_prefixes(args.corpus, vocab, val_iter.corpus)
         if resume:

@@ -525,7 +525,12 @@ def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, mon
 def test_huge_perplexities_are_printed_compactly():
     table = cli.perplexity_table("scratch", 1.5e84, math.inf, {1: 17.0, 2: 10.0, 3: 6.9, 5: 5.2})
     assert "RNN (scratch)      1.5e+84         inf" in table
-    assert table.endswith("(inf >= 6.90)")
+    assert table.endswith("(inf >= 6.90)\nand does not beat the best n-gram, the 5-gram (inf >= 5.20)")
+    table = cli.perplexity_table("scratch", 300.0, 240.0, {1: 430.9, 2: 251.1, 3: 987.2, 5: 2384.3}, "LSTM")
+    assert table.endswith("(240.00 < 987.20)\nand beats the best n-gram, the 2-gram (240.00 < 251.10)")
+    trigram_best = cli.perplexity_table("scratch", 5.0, 6.0, {1: 17.0, 2: 10.0, 3: 6.9, 5: 7.0})
+    assert trigram_best.endswith("(6.00 < 6.90)")
+    assert cli._best_ngram_note({1: 9.0, 2: 8.0, 3: 7.0, 5: 5.0}) == "; the best is the 5-gram's 5.00"
 
 
 def test_generate_takes_a_run_folder(tiny_run, capsys):
