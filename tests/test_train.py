@@ -232,12 +232,10 @@ def test_predict_maps_unknown_prefix_characters_to_unk():
     assert text.startswith("a?Z") and len(text) == 8
 
 
-def _twenty_steps(kind, cell="rnn", num_layers=1, bidirectional=False):
-    """20 SGD steps with clipping from the same parameters and batches; losses and final params."""
-    d2l.manual_seed(0)
-    net = d2l.models.make_model(kind, 28, 32, cell=cell, num_layers=num_layers, bidirectional=bidirectional)
-    step = d2l.make_train_step(net, 1.0, 1.0)
-    r = np.random.default_rng(0)  # a repeating random "text": learnable within 20 steps
+def _run_twenty(net, step):
+    """20 steps of ``step`` on batches of 8 x 7 of a repeating random "text" (learnable within 20
+    steps); the losses and the final parameters."""
+    r = np.random.default_rng(0)
     stream = np.tile(r.integers(0, 28, 23), 8 * 7).reshape(8, -1)
     state, losses = net.begin_state(8), []
     for i in range(0, 7 * 20, 7):
@@ -245,6 +243,14 @@ def _twenty_steps(kind, cell="rnn", num_layers=1, bidirectional=False):
         l, net.params, state = step(net.params, X, Y, state)
         losses.append(float(ops.to_numpy(l)))
     return losses, to_numpy_tree(net.scratch_params())
+
+
+def _twenty_steps(kind, cell="rnn", num_layers=1, bidirectional=False):
+    """20 SGD steps with clipping from the same parameters and batches; losses and final params."""
+    d2l.manual_seed(0)
+    net = d2l.models.make_model(kind, 28, 32, cell=cell, num_layers=num_layers, bidirectional=bidirectional)
+    step = d2l.make_train_step(net, 1.0, 1.0)
+    return _run_twenty(net, step)
 
 
 # (cell, layers, bidirectional): the plain RNN, both gated cells, a 2-layer and a bidirectional model.
@@ -289,14 +295,7 @@ def _twenty_adam_steps(kind, cell, num_layers):
     # keep every gradient well above eps, so the comparison measures the update, not that rounding.
     net.params = [p * 10 for p in net.params]
     step = d2l.make_train_step(net, 0.01, 1.0, optimizer=d2l.Adam(0.01, weight_decay=0.01), schedule=schedule)
-    r = np.random.default_rng(0)
-    stream = np.tile(r.integers(0, 28, 23), 8 * 7).reshape(8, -1)
-    state, losses = net.begin_state(8), []
-    for i in range(0, 7 * 20, 7):
-        X, Y = ops.from_numpy(stream[:, i:i + 7]), ops.from_numpy(stream[:, i + 1:i + 8])
-        l, net.params, state = step(net.params, X, Y, state)
-        losses.append(float(ops.to_numpy(l)))
-    return losses, to_numpy_tree(net.scratch_params())
+    return _run_twenty(net, step)
 
 
 @pytest.mark.parametrize("kind, cell, num_layers", [("scratch", "lstm", 2), ("scratch", "gru", 2),
