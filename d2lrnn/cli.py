@@ -27,6 +27,7 @@ from .checkpoint import checkpoint_info, checkpoint_writer, load_checkpoint, loa
 from .data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from .errors import CheckpointError, D2LRNNError, DataError, RunFolderError, TrainingError
 from .models import cell_names, make_model
+from .models.cell import INITS, TOKEN_BOUND
 from .optim import Schedule, get_optimizer
 from .runs import open_run_folder
 from .train import SEES_THE_FUTURE, Updater, format_perplexity, predict_ch8, quiet_numerics, train_ch8
@@ -39,7 +40,8 @@ CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
 TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "cell": "rnn", "num_layers": 1, "dropout": 0.0,
-                  "input_dropout": 0.0, "output_dropout": 0.0, "hidden": 512, "batch_size": 32,
+                  "input_dropout": 0.0, "output_dropout": 0.0, "init": "normal", "hidden": 512,
+                  "batch_size": 32,
                   "num_steps": 35, "optimizer": "sgd", "lr": 1.0, "weight_decay": 0.0, "schedule": "constant",
                   "warmup": 0, "clip": 1.0, "epochs": 30, "patience": 0, "sampling": "sequential",
                   "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
@@ -162,7 +164,7 @@ def backend_choice(text):
 
 #: Settings added after runs were first saved: a run saved without them used these defaults.
 ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
-                  "weight_decay", "schedule", "warmup", "patience")
+                  "weight_decay", "schedule", "warmup", "patience", "init")
 
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "input_dropout": dropout_rate,
@@ -208,6 +210,9 @@ def _add_train_parser(commands):
     p.add_argument("--bidirectional", action="store_true",
                    help="refused: a bidirectional model sees the character it is asked to predict (see the "
                         "bidirectional-rnn notebook)")
+    setting("--init", "starting weights: the book's N(0, 0.01^2) with zero biases, or the frameworks' "
+                      "U(-1/sqrt(h), 1/sqrt(h)), with the rows that input characters pick in "
+                      f"U(-{TOKEN_BOUND:.3g}, {TOKEN_BOUND:.3g})", choices=INITS)
     setting("--hidden", "hidden units (per layer and direction)", metavar="N")
     setting("--batch-size", "sequences per minibatch", metavar="N")
     setting("--num-steps", "time steps per sequence", metavar="N")
@@ -568,7 +573,7 @@ def _train_here(args, backend, start):
         else:
             net = make_model(args.model, len(vocab), args.hidden, cell=args.cell, num_layers=args.num_layers,
                              dropout=args.dropout, input_dropout=args.input_dropout,
-                             output_dropout=args.output_dropout)
+                             output_dropout=args.output_dropout, init=args.init)
             history = None
         updater = _updater(args, net, len(train_iter))
         if resume:

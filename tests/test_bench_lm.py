@@ -180,6 +180,7 @@ def test_parse_run_and_resolve():
     ts = resolve("tinyshakespeare", "scratch")
     assert (ts["hidden"], ts["batch"], ts["num_steps"], ts["lr"]) == (512, 64, 64, 3e-3)
     assert (ts["dropout"], ts["output_dropout"], ts["input_dropout"], ts["cell"]) == (0.1, 0.1, 0.0, "lstm")
+    assert ts["init"] == "uniform" and parse_run("numpy:scratch:init=normal")[2] == {"init": "normal"}
     tm = resolve("timemachine", "reference", {"hidden": 128, "lr": None}, {"dropout": 0.2})
     assert tm == {"emb": 64, "hidden": 128, "layers": 1, "dropout": 0.2, "lr": 3e-3, "weight_decay": 0.0,
                   "warmup": 0.0, "batch": 32, "num_steps": 64, "clip": 1.0, "seed": 0}

@@ -154,13 +154,37 @@ def test_a_run_saved_before_cells_resumes_as_the_plain_rnn(tmp_path, capsys):
     with np.load(run / "last.npz") as data:  # the settings as an older d2lrnn saved them
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
-    for key in ("cell", "num_layers", "dropout"):
+    for key in ("cell", "num_layers", "dropout", "init"):
         del meta["hparams"][key]
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0
     info = d2l.checkpoint_info(run / "last.npz")
     assert info["hparams"]["cell"] == "rnn" and info["hparams"]["num_layers"] == 1 and info["cell"] == "rnn"
+    assert info["hparams"]["init"] == "normal"  # what every run used before --init
+
+
+def test_init_uniform_starts_from_the_frameworks_weights_and_is_recorded(tmp_path, monkeypatch, capsys):
+    from d2lrnn.models import lm
+
+    started = []
+    original = lm._LayerModel.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append({name: ops.to_numpy(p) for name, p in zip(self.param_names, self.params)})
+
+    monkeypatch.setattr(lm._LayerModel, "__init__", spy)
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--epochs", "1", "--cell", "gru", "--init", "uniform", "--hidden", "16",
+                     "--out", str(run)]) == 0
+    capsys.readouterr()
+    W_xz, W_hz, b_z = (started[0][name] for name in ("W_xz", "W_hz", "b_z"))
+    assert 1.0 < np.abs(W_xz).max() <= 3 ** 0.5  # rows picked by characters: unit variance
+    assert 0.125 < np.abs(W_hz).max() <= 0.25 and np.abs(b_z).max() <= 0.25  # 1 / sqrt(16)
+    assert d2l.checkpoint_info(run / "last.npz")["hparams"]["init"] == "uniform"
+    assert cli.main(["train", *TINY, "--init", "xavier", "--out", str(tmp_path / "bad")]) == 2
+    assert "argument --init: invalid choice: 'xavier'" in capsys.readouterr().err
 
 
 def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_one_of_older_runs():

@@ -23,8 +23,8 @@ import pkgutil
 from ..errors import BackendError
 from . import _common
 
-# The shared NumPy generator behind every backend's ``normal`` (and the data iterators): public here,
-# so that code above the shim never reaches into the backends' private helpers.
+# The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
+# iterators): public here, so that code above the shim never reaches into the backends' private helpers.
 from ._common import (  # noqa: F401 - part of this package's API
     NativeRNN,
     generator,
@@ -36,7 +36,7 @@ from ._common import (  # noqa: F401 - part of this package's API
 #: Every function a backend must define, with one signature across backends.
 SHIM_FUNCTIONS = (
     # creating and converting tensors
-    "normal", "zeros", "ones", "zeros_like", "arange", "tensor", "from_numpy", "to_numpy",
+    "normal", "uniform", "zeros", "ones", "zeros_like", "arange", "tensor", "from_numpy", "to_numpy",
     "astype", "shape", "size", "is_tensor",
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",

@@ -21,7 +21,7 @@ INT = np.int64
 
 
 def generator():
-    """The NumPy ``Generator`` behind ``normal``: every backend draws the same numbers for a seed."""
+    """The NumPy ``Generator`` behind ``normal`` and ``uniform``: every backend draws the same numbers."""
     return _rng
 
 
@@ -66,6 +66,12 @@ def normal_numpy(mean, std, shape):
     """Draw float32 normals from the shared generator."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return _rng.normal(mean, std, shape).astype(FLOAT)
+
+
+def uniform_numpy(low, high, shape):
+    """Draw float32 samples of U(low, high) from the shared generator."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return _rng.uniform(low, high, shape).astype(FLOAT)
 
 
 def arange_numpy(start, stop=None, step=1, dtype=None):

@@ -21,6 +21,11 @@ def normal(mean, std, shape, device=None):
     return _common.normal_numpy(mean, std, shape)
 
 
+def uniform(low, high, shape, device=None):
+    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
+    return _common.uniform_numpy(low, high, shape)
+
+
 def zeros(shape, dtype=None, device=None):
     """A float32 (or ``dtype``) tensor of zeros."""
     return np.zeros(shape, dtype=dtype or _common.FLOAT)

@@ -25,6 +25,11 @@ def normal(mean, std, shape, device=None):
     return from_numpy(_common.normal_numpy(mean, std, shape), device)
 
 
+def uniform(low, high, shape, device=None):
+    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
+    return from_numpy(_common.uniform_numpy(low, high, shape), device)
+
+
 def zeros(shape, dtype=None, device=None):
     """A float32 (or ``dtype``) tensor of zeros."""
     return torch.zeros(shape, dtype=_dtype(dtype) or torch.float32, device=device)

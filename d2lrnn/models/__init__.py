@@ -35,22 +35,24 @@ _OLD_KINDS = {"rnn_scratch": "scratch", "rnn_concise": "concise"}
 
 
 def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layers=1, bidirectional=False,
-               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0):
+               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
     """A fresh language model.
 
     ``kind`` is 'scratch' (the cell's own equations) or 'concise' (the framework's layer, where
     the backend has one); ``cell`` is 'rnn', 'gru' or 'lstm'. ``reset_after`` picks the GRU's form:
     by default the book's for 'scratch' and the frameworks' (cuDNN) form for 'concise'. In
     training, ``dropout`` acts between recurrent layers, ``input_dropout`` on the input tokens and
-    ``output_dropout`` before the output layer.
+    ``output_dropout`` before the output layer. ``init`` draws the starting weights: 'normal', the book's
+    N(0, 0.01^2) with zero biases, or 'uniform', the frameworks' U(-1/sqrt(h), 1/sqrt(h)) with the rows
+    that tokens pick at an embedding's scale (:func:`d2lrnn.models.cell.init_param`).
     """
     kind = _OLD_KINDS.get(kind, kind)
     vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
     num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
     if kind == "scratch":
         return StackedRNNModelScratch(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout,
-                                      bool(reset_after), device, input_dropout, output_dropout)
+                                      bool(reset_after), device, input_dropout, output_dropout, init)
     if kind == "concise":
         layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
-        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout)
+        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init)
     raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")

@@ -53,12 +53,13 @@ class _LanguageModel:
 class _LayerModel(_LanguageModel):
     """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top."""
 
-    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0):
+    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
         self.layer, self.vocab_size, self.device = layer, vocab_size, device
         self.num_hiddens = layer.num_hiddens
         self.input_dropout = check_dropout(input_dropout, "input_dropout")
         self.output_dropout = check_dropout(output_dropout, "output_dropout")
-        self.params = layer.init_params(device) + output_params(layer.num_outputs, vocab_size, device)
+        self.params = (layer.init_params(device, init, token_inputs=True)
+                       + output_params(layer.num_outputs, vocab_size, device, init))
         self.param_names = layer.names + ("W_hq", "b_q")
 
     def forward(self, params, X, state, training=False):
@@ -95,16 +96,17 @@ class StackedRNNModelScratch(_LayerModel):
 
     ``bidirectional`` runs each layer in both directions; ``dropout`` acts between layers during
     training, ``input_dropout`` on the input tokens and ``output_dropout`` before the output layer;
-    ``reset_after`` picks the GRU's cuDNN form (the book's form by default).
+    ``reset_after`` picks the GRU's cuDNN form (the book's form by default); ``init`` the starting
+    weights, 'normal' (the book's) or 'uniform' (see :func:`d2lrnn.models.cell.init_param`).
     """
 
     kind = "scratch"
 
     def __init__(self, vocab_size, num_hiddens, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0,
-                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0):
+                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         layer = RecurrentStack(cell, vocab_size, num_hiddens, num_layers, bidirectional, dropout, reset_after)
-        super().__init__(layer, vocab_size, device, input_dropout, output_dropout)
+        super().__init__(layer, vocab_size, device, input_dropout, output_dropout, init)
 
 
 class RNNModel(_LayerModel):
@@ -114,19 +116,21 @@ class RNNModel(_LayerModel):
     framework (``torch.nn.GRU(len(vocab), 256, num_layers=2)``, ``keras.layers.LSTM(256)``,
     ``gluon.rnn.RNN(256)``, ...). The model draws its own starting weights from d2lrnn's generator
     (the same numbers on every backend) and keeps them in the book's layout; the layer computes
-    with them, mapped to its own layout inside the differentiated function.
+    with them, mapped to its own layout inside the differentiated function: by default the book's
+    N(0, 0.01^2), or with ``init='uniform'`` the frameworks' (see :func:`d2lrnn.models.cell.init_param`).
     """
 
     kind = "concise"
 
-    def __init__(self, rnn_layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0):
+    def __init__(self, rnn_layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0,
+                 init="normal"):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
             rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
         elif rnn_layer.num_inputs != vocab_size:
             raise ArgumentError(f"the layer takes {rnn_layer.num_inputs} inputs but the vocabulary has "
                                 f"{vocab_size} tokens: build it with d2l.rnn_layer(len(vocab), ...)")
-        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout)
+        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout, init)
         self.rnn = rnn_layer
 
     def layer_params(self):

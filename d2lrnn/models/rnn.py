@@ -12,7 +12,7 @@ once for all steps.
 
 from .. import ops
 from .bptt import rnn_tanh_scan
-from .cell import Cell, input_projection, register
+from .cell import Cell, init_param, input_projection, register
 
 
 def get_params(vocab_size, num_hiddens, device=None):
@@ -26,10 +26,11 @@ def get_params(vocab_size, num_hiddens, device=None):
 get_params.cell = "rnn"
 
 
-def output_params(num_hiddens, num_outputs, device=None):
-    """The output layer ``[W_hq, b_q]``: W_hq ~ N(0, 0.01^2), b_q zero."""
-    return [ops.normal(0, 0.01, (num_hiddens, num_outputs), device=device),
-            ops.zeros(num_outputs, device=device)]
+def output_params(num_hiddens, num_outputs, device=None, init="normal"):
+    """The output layer ``[W_hq, b_q]``: W_hq ~ N(0, 0.01^2) and b_q zero (the book's), or both
+    ~ U(-1/sqrt(num_hiddens), 1/sqrt(num_hiddens)) with ``init='uniform'``."""
+    return [init_param((num_hiddens, num_outputs), init, num_hiddens, device),
+            init_param((num_outputs,), init, num_hiddens, device)]
 
 
 def output_layer(Hs, W_hq, b_q):

@@ -76,10 +76,13 @@ class RecurrentStack:
         return [shape for layer, _ in self.slots
                 for shape in self.cell.shapes(self._slot_inputs(layer), self.num_hiddens)]
 
-    def init_params(self, device=None):
-        """Fresh parameters (the book's initialization), drawn layer by layer, forward direction first."""
+    def init_params(self, device=None, init="normal", token_inputs=False):
+        """Fresh parameters, drawn layer by layer, forward direction first: ``init`` 'normal' (the book's)
+        or 'uniform' (see :func:`d2lrnn.models.cell.init_param`); ``token_inputs``: the first layer
+        reads tokens."""
         return [p for layer, _ in self.slots
-                for p in self.cell.init_params(self._slot_inputs(layer), self.num_hiddens, device)]
+                for p in self.cell.init_params(self._slot_inputs(layer), self.num_hiddens, device, init,
+                                               token_inputs and layer == 0)]
 
     def begin_state(self, batch_size, device=None):
         """Zero state for ``batch_size`` sequences: the cell's states for every layer and direction."""

@@ -370,6 +370,7 @@ CASES = {
 #: Shim functions without a gradient to check, each with the reason.
 NOT_DIFFERENTIABLE = {
     "normal": "draws from the random generator: no tensor input",
+    "uniform": "draws from the random generator: no tensor input",
     "zeros": "a constant made from a shape",
     "ones": "a constant made from a shape",
     "zeros_like": "zeros whatever the values of its input: the gradient is zero by definition",

@@ -39,6 +39,11 @@ def _seeded_normal():
     return ops.normal(0.5, 2.0, (3, 4))
 
 
+def _seeded_uniform():
+    ops.manual_seed(7)
+    return ops.uniform(-0.5, 2.0, (3, 4))
+
+
 def _vg(W, x):
     return ops.value_and_grad(lambda p, x: ops.sum(ops.tanh(ops.matmul(x, p[0]))))([W], x)
 
@@ -111,6 +116,7 @@ def _dropout_statistics(x):
 # name -> list of (function, NumPy inputs, check gradients?)
 CASES = {
     "normal": [(_seeded_normal, [], False)],
+    "uniform": [(_seeded_uniform, [], False)],
     "zeros": [(lambda: ops.zeros((2, 3)), [], False)],
     "ones": [(lambda: ops.ones((2, 3)), [], False)],
     "zeros_like": [(op("zeros_like"), [f32(2, 3)], False)],

@@ -113,6 +113,15 @@ def test_normal_follows_the_shared_generator():
     check(ops.normal(0.5, 2.0, (3, 4)), np.random.default_rng(3).normal(0.5, 2.0, (3, 4)).astype(np.float32))
 
 
+def test_uniform_follows_the_shared_generator_and_shares_its_stream_with_normal():
+    for seed in (0, 9):
+        ops.manual_seed(seed)
+        ref = np.random.default_rng(seed)
+        check(ops.uniform(-0.5, 0.25, (3, 4)), ref.uniform(-0.5, 0.25, (3, 4)).astype(np.float32))
+        check(ops.normal(0, 1, 5), ref.normal(0, 1, (5,)).astype(np.float32))
+        check(ops.uniform(0, 1, 5, device=ops.cpu()), ref.uniform(0, 1, (5,)).astype(np.float32))
+
+
 @pytest.mark.parametrize("name, value", [("zeros", 0.0), ("ones", 1.0)])
 def test_zeros_and_ones(name, value):
     make = getattr(ops, name)
@@ -832,6 +841,7 @@ def test_set_num_threads(monkeypatch):
 #: shim function -> the tests above that compare its values with a formula or a stated expectation.
 VALUE_TESTS = {
     "normal": ["test_normal_follows_the_shared_generator"],
+    "uniform": ["test_uniform_follows_the_shared_generator_and_shares_its_stream_with_normal"],
     "zeros": ["test_zeros_and_ones"],
     "ones": ["test_zeros_and_ones"],
     "zeros_like": ["test_zeros_like_keeps_shape_and_dtype"],

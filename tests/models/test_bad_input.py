@@ -38,6 +38,9 @@ BAD_SETTINGS = [
     (lambda: d2l.make_model("scratch", V, H, cell="lstm", reset_after=True),
      "reset_after applies to the GRU only, not to 'lstm'"),
     (lambda: d2l.make_model("recurrent", V, H), "unknown model 'recurrent': choose 'scratch' or 'concise'"),
+    (lambda: d2l.make_model("scratch", V, H, init="xavier"),
+     "init is 'xavier': choose 'normal' (the book's N(0, 0.01^2) weights, zero biases) or 'uniform'"),
+    (lambda: d2l.make_model("concise", V, H, cell="gru", init=None), "init is None: choose 'normal'"),
 ]
 
 
