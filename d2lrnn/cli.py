@@ -39,12 +39,11 @@ TIME_MACHINE_PREFIXES = ("time traveller", "traveller")
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
-TRAIN_DEFAULTS = {"corpus": "timemachine", "model": "scratch", "cell": "rnn", "num_layers": 1, "dropout": 0.0,
-                  "input_dropout": 0.0, "output_dropout": 0.0, "init": "normal", "hidden": 512,
-                  "batch_size": 32,
-                  "num_steps": 35, "optimizer": "sgd", "lr": 1.0, "weight_decay": 0.0, "schedule": "constant",
-                  "warmup": 0, "clip": 1.0, "epochs": 30, "patience": 0, "sampling": "sequential",
-                  "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
+TRAIN_DEFAULTS = {"corpus": "timemachine", "raw": False, "model": "scratch", "cell": "rnn", "num_layers": 1,
+                  "dropout": 0.0, "input_dropout": 0.0, "output_dropout": 0.0, "init": "normal",
+                  "hidden": 512, "batch_size": 32, "num_steps": 35, "optimizer": "sgd", "lr": 1.0,
+                  "weight_decay": 0.0, "schedule": "constant", "warmup": 0, "clip": 1.0, "epochs": 30,
+                  "patience": 0, "sampling": "sequential", "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
 
 #: The GRU and LSTM train with what a practitioner would use rather than the book's SGD: Adam with
 #: a warm-up and cosine decay, dropout on the inputs and before the output layer, and early
@@ -146,6 +145,13 @@ def dropout_rate(text):
     return value
 
 
+def yes_no(text):
+    """``True``/``False`` as a saved run writes them (``--raw`` itself takes no value)."""
+    if text in ("True", "False"):
+        return text == "True"
+    raise argparse.ArgumentTypeError(f"must be True or False, not {text!r}")
+
+
 def folder(text):
     """A folder name (not empty)."""
     if not text.strip():
@@ -164,10 +170,11 @@ def backend_choice(text):
 
 #: Settings added after runs were first saved: a run saved without them used these defaults.
 ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
-                  "weight_decay", "schedule", "warmup", "patience", "init")
+                  "weight_decay", "schedule", "warmup", "patience", "init", "raw")
 
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
-SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "input_dropout": dropout_rate,
+SETTING_TYPES = {"raw": yes_no, "num_layers": positive_int, "dropout": dropout_rate,
+                 "input_dropout": dropout_rate,
                  "output_dropout": dropout_rate, "hidden": positive_int,
                  "batch_size": positive_int, "num_steps": positive_int, "lr": positive_float,
                  "weight_decay": nonnegative_float, "warmup": nonnegative_int, "clip": positive_float,
@@ -197,6 +204,9 @@ def _add_train_parser(commands):
                    help=f"{', '.join(available_backends())} (default: $D2LRNN_BACKEND, else numpy; "
                         "with --resume, the run's)")
     setting("--corpus", f"{', '.join(CORPORA)}, or the path of a UTF-8 text file", metavar="NAME|PATH")
+    p.add_argument("--raw", action="store_true", default=None,
+                   help="every character of the text a token (case, punctuation, line breaks) instead of "
+                        "the book's cleaning to 26 lower-case letters and space (Tiny Shakespeare: 65)")
     setting("--model", "the RNN from scratch, or the framework's own RNN layer",
             choices=("scratch", "concise"))
     setting("--cell", "the recurrent cell: plain tanh RNN, gated recurrent unit, or long short-term memory",
@@ -319,10 +329,11 @@ def _summary(args, backend, train_iter, val_iter, vocab):
     if args.weight_decay:
         training += f", weight decay {args.weight_decay:g}"
     stop = f", early stop after {args.patience} epochs without improvement" if args.patience else ""
-    return (f"corpus {args.corpus}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} validation "
-            f"characters, vocabulary {len(vocab)} | backend {backend} | {model_name(args)} ({args.model}), "
-            f"{args.hidden} hidden units{dropout} | {training} | batch {args.batch_size} x {args.num_steps} "
-            f"steps, {epochs}{stop}, {args.sampling} sampling")
+    raw = " (raw)" if args.raw else ""
+    return (f"corpus {args.corpus}{raw}: {train_iter.num_tokens:,} training / {val_iter.num_tokens:,} "
+            f"validation characters, vocabulary {len(vocab)} | backend {backend} | {model_name(args)} "
+            f"({args.model}), {args.hidden} hidden units{dropout} | {training} | batch {args.batch_size} x "
+            f"{args.num_steps} steps, {epochs}{stop}, {args.sampling} sampling")
 
 
 def _defaults_note(args):
@@ -548,7 +559,7 @@ def _train_here(args, backend, start):
     ops.manual_seed(args.seed)
     train_iter, val_iter, vocab = load_data_lm(args.corpus, args.batch_size, args.num_steps,
                                                args.sampling == "random", args.max_tokens,
-                                               args.val_fraction, seed=args.seed)
+                                               args.val_fraction, seed=args.seed, raw=args.raw)
     _check_memory(len(vocab), args)
     if "warmup" in getattr(args, "cell_defaults", []):  # the cell's default: at most a tenth of a short run
         args.warmup = min(args.warmup, args.epochs * len(train_iter) // 10)

@@ -447,6 +447,23 @@ def test_resume_keeps_the_run_settings_and_can_add_epochs(tmp_path, capsys):
     assert info["hparams"]["hidden"] == 16 and info["resume"]["epoch"] == 2
 
 
+def test_raw_trains_on_every_character_of_the_text_and_resumes_raw(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", *TINY, "--corpus", "tinyshakespeare", "--raw", "--epochs", "1", "--out", str(run)]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    _, _, vocab = d2l.load_data_lm("tinyshakespeare", 4, 8, False, 4000, 0.1, seed=0, raw=True)
+    assert {"F", ":", "\n"} <= set(vocab.idx_to_token)  # upper case, punctuation, line breaks kept
+    sizes = f"3,600 training / 400 validation characters, vocabulary {len(vocab)} "
+    assert f"corpus tinyshakespeare (raw): {sizes}" in printed
+    assert d2l.checkpoint_info(run / "last.npz")["hparams"]["raw"] is True
+    net, saved_vocab, _ = d2l.load_checkpoint(run / "model.npz")
+    assert saved_vocab.idx_to_token == vocab.idx_to_token and net.vocab_size == len(vocab)
+    assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0
+    assert "corpus tinyshakespeare (raw)" in capsys.readouterr().out
+    assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"] == [1, 2]
+
+
 def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_path, capsys):
     corpus = tmp_path / "data.txt"
     corpus.write_text("the time traveller said " * 200)
