@@ -75,16 +75,18 @@ CONFIGS = {
 }
 #: d2lrnn's side: the frameworks' initialization (``init='uniform'``) starts faster than the book's.
 DEFAULTS = {"cell": "lstm", "init": "uniform", "input_dropout": 0.0, "output_dropout": None,
-            "weight_decay": 0.0, "warmup": 0.0, "clip": 1.0, "seed": 0}
+            "weight_decay": 0.0, "warmup": 0.0, "clip": 1.0, "seed": 0, "model": "scratch", "epochs": None}
 #: Every setting of a run, with its type.
 KEYS = {"emb": int, "hidden": int, "layers": int, "cell": str, "init": str, "dropout": float,
         "input_dropout": float, "output_dropout": float, "lr": float, "weight_decay": float, "warmup": float,
-        "batch": int, "num_steps": int, "clip": float, "seed": int}
+        "batch": int, "num_steps": int, "clip": float, "seed": int, "model": str, "epochs": int}
 REFERENCE_KEYS = ("emb", "hidden", "layers", "dropout", "lr", "weight_decay", "warmup", "batch", "num_steps",
                   "clip", "seed")
-D2LRNN_KEYS = tuple(k for k in KEYS if k != "emb")
+D2LRNN_KEYS = tuple(k for k in KEYS if k not in ("emb", "model", "epochs"))
+#: ``BACKEND:train`` runs: ``d2lrnn train`` itself, which also needs the model kind and its epochs.
+TRAIN_KEYS = (*D2LRNN_KEYS, "model", "epochs")
 BACKENDS = ("numpy", "torch", "tensorflow", "mxnet")
-KINDS = ("scratch", "concise")
+KINDS = ("scratch", "concise", "train")
 DEFAULT_RUNS = ("torch:concise", "torch:scratch", "numpy:scratch", "reference")
 VAL_FRACTION = 0.1
 
@@ -106,7 +108,7 @@ def parse_run(spec):
     else:
         raise BenchError(f"unknown run {spec!r}: use BACKEND:KIND (BACKEND one of {', '.join(BACKENDS)}, "
                          f"KIND scratch or concise) or 'reference', optionally followed by :key=value,...")
-    allowed = REFERENCE_KEYS if kind == "reference" else D2LRNN_KEYS
+    allowed = _keys(kind)
     overrides = {}
     for item in filter(None, ",".join(rest).split(",")):
         key, sep, value = item.partition("=")
@@ -128,8 +130,11 @@ def resolve(corpus, kind, flags=None, overrides=None):
     config.update(overrides or {})
     if config["output_dropout"] is None:
         config["output_dropout"] = config["dropout"]
-    keys = REFERENCE_KEYS if kind == "reference" else D2LRNN_KEYS
-    return {k: config[k] for k in keys}
+    return {k: config[k] for k in _keys(kind)}
+
+
+def _keys(kind):
+    return {"reference": REFERENCE_KEYS, "train": TRAIN_KEYS}.get(kind, D2LRNN_KEYS)
 
 
 def default_raw(corpus):
@@ -252,6 +257,82 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
             "train_size": len(train_iter.corpus), "val_size": len(val_tokens)}
 
 
+def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch", epochs=None, cell="lstm",
+               init="uniform", hidden=256, layers=1, dropout=0.0, input_dropout=0.0, output_dropout=0.0,
+               lr=3e-3, weight_decay=0.0, warmup_steps=0, batch=32, num_steps=64, clip=1.0, seed=0):
+    """The ``d2lrnn train`` arguments of a ``BACKEND:train`` run: Adam with cosine decay over ``epochs``,
+    no early stopping, the last 10% of the text for validation."""
+    if not epochs:
+        raise BenchError("a BACKEND:train run needs epochs=N (passes over the training text, cosine decay "
+                         "over them): pick N so that they fit --minutes, e.g. torch:train:epochs=14")
+    argv = ["train", "--backend", backend, "--corpus", str(corpus), "--model", model, "--cell", cell,
+            "--init", init, "--hidden", str(hidden), "--num-layers", str(layers), "--dropout", f"{dropout:g}",
+            "--input-dropout", f"{input_dropout:g}", "--output-dropout", f"{output_dropout:g}",
+            "--optimizer", "adam", "--lr", f"{lr:g}", "--weight-decay", f"{weight_decay:g}",
+            "--schedule", "cosine", "--warmup", str(int(warmup_steps)), "--clip", f"{clip:g}",
+            "--batch-size", str(batch), "--num-steps", str(num_steps), "--epochs", str(epochs),
+            "--patience", "0", "--sampling", "sequential", "--val-fraction", f"{VAL_FRACTION:g}",
+            "--max-tokens", str(max_tokens), "--seed", str(seed), "--out", str(out), "--no-progress"]
+    return argv + (["--raw"] if raw else [])
+
+
+def marks_of(epochs_curve, points):
+    """For each evaluation time, the last epoch finished by then: ``[minutes, nats, tokens]``, or None."""
+    found = []
+    for point in points:
+        done = [row for row in epochs_curve if row[0] <= point + 1e-9]
+        found.append(done[-1] if done else None)
+    return found
+
+
+def run_train(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, threads=None, log=None, warmup=0.0,
+              epochs=None, eval_streams=STREAMS, eval_steps=NUM_STEPS, **config):
+    """``d2lrnn train`` itself (``cli.main``, in this process) for ``epochs`` epochs, its curve read from the
+    run's metrics.csv: after every epoch its validation loss (its own evaluation, batch-size streams)
+    and the wall time since training started, evaluations and checkpoint writes included. The table
+    takes, at each of ``eval_at``, the last epoch finished by then. ``warmup`` (seconds) becomes the
+    same fraction of the run's steps as of ``minutes``."""
+    import contextlib
+    import csv
+    import tempfile
+
+    import d2lrnn as d2l
+    from d2lrnn import cli, ops
+
+    if threads:
+        ops.set_num_threads(int(threads))
+    train_iter, val_iter, vocab = d2l.load_data_lm(corpus, config["batch"], config["num_steps"], False,
+                                                   max_tokens, VAL_FRACTION, seed=config["seed"], raw=raw)
+    steps = len(train_iter)
+    epoch_tokens = steps * config["batch"] * config["num_steps"]
+    warmup_steps = round(float(warmup) / (float(minutes) * 60.0) * (epochs or 0) * steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = train_argv(corpus, pathlib.Path(tmp) / "run", backend=d2l.backend_name(), raw=raw,
+                          max_tokens=max_tokens, epochs=epochs, warmup_steps=warmup_steps, **config)
+        if log:
+            log("d2lrnn " + " ".join(map(shlex.quote, argv)))
+        with contextlib.redirect_stdout(sys.stderr):  # this process's stdout carries the JSON line only
+            status = cli.main(argv)
+        if status:
+            raise BenchError(f"d2lrnn {' '.join(argv)} exited with status {status}")
+        with open(pathlib.Path(tmp) / "run" / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    epochs_curve = [[float(r["seconds"]) / 60.0, math.log(float(r["val_ppl"])),
+                     int(r["epoch"]) * epoch_tokens] for r in rows]
+    points = eval_points(minutes, eval_at)
+    curve = [row for row in marks_of(epochs_curve, points) if row is not None]
+    seconds = epochs_curve[-1][0] * 60.0
+    tokens = epochs_curve[-1][2]
+    return {"curve": curve, "epochs_curve": epochs_curve, "marks": points, "tokens": tokens,
+            "steps": steps * len(rows), "train_seconds": seconds, "tokens_per_s": tokens / seconds,
+            "train_loss": math.log(float(rows[-1]["train_ppl"])), "eval_seconds": 0.0,
+            "eval": {"cli": True, "predicted": val_iter.num_tokens,
+                     "streams": min(config["batch"], (len(val_iter.corpus) - 1) // config["num_steps"])},
+            "framework": _framework(d2l.backend_name()), "vocab_size": len(vocab),
+            "train_size": len(train_iter.corpus), "val_size": len(val_iter.corpus), "argv": argv,
+            "warmup_steps": warmup_steps}
+
+
 def run_reference(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, threads=2, log=None,
                   eval_streams=STREAMS, eval_steps=NUM_STEPS, log_every=30.0, **config):
     """bench/lm_reference.py's model trained on the same token arrays (loaded with d2lrnn beforehand)."""
@@ -294,7 +375,10 @@ def single(args):
         active = d2lrnn.backend_name()
         if active != backend:
             raise BenchError(f"run {args.single!r} needs D2LRNN_BACKEND={backend}, this process has {active}")
-        result = run_d2lrnn(args.corpus, kind, args.minutes, points, **common, **config)
+        if kind == "train":
+            result = run_train(args.corpus, args.minutes, points, **common, **config)
+        else:
+            result = run_d2lrnn(args.corpus, kind, args.minutes, points, **common, **config)
     result.update(run=label, spec=args.single, backend=backend, kind=kind, corpus=args.corpus, raw=raw,
                   minutes=args.minutes, eval_at=points, config=config, threads=args.threads,
                   max_tokens=args.max_tokens, wall_seconds=time.perf_counter() - wall,
@@ -403,10 +487,14 @@ def _model_of(result):
                  ("output dropout", "output_dropout"))
         drops = ", ".join(f"{name} {c[key]:g}" for name, key in named  # between layers: only with 2+
                           if c[key] and (key != "dropout" or c["layers"] > 1))
-        what = (f"d2lrnn {result['kind']} {c['cell'].upper()} {c['layers']}x{c['hidden']} on "
-                f"{result['backend']}, init {c.get('init', 'normal')}" + (f", {drops}" if drops else ""))
+        kind = f"`d2lrnn train` {c['model']}" if result["kind"] == "train" else f"d2lrnn {result['kind']}"
+        what = (f"{kind} {c['cell'].upper()} {c['layers']}x{c['hidden']} on {result['backend']}, init "
+                f"{c.get('init', 'normal')}" + (f", {drops}" if drops else ""))
     optim = "AdamW" if c["weight_decay"] else "Adam"
     warm = f", warm-up {c['warmup']:g} s" if c["warmup"] else ""
+    if result["kind"] == "train":
+        warm = (f", warm-up {result['warmup_steps']} steps" if result.get("warmup_steps") else "") + \
+            f", {c['epochs']} epochs"
     wd = f" wd {c['weight_decay']:g}" if c["weight_decay"] else ""
     return f"{what}; {optim} {c['lr']:g}{wd} cosine{warm}; {c['batch']}x{c['num_steps']}"
 
@@ -428,9 +516,15 @@ def section_body(corpus, minutes, eval_at, results, command, info=None, plot=Non
             lines.append(f"| {r['run']} | failed ({r['error']}) |" + " |" * (len(head) - 2))
             continue
         cells = []
-        for point in r["curve"]:
+        epochs = r.get("epochs_curve")
+        for point in marks_of(epochs, points) if epochs else r["curve"]:
+            if point is None:
+                cells.append("(no epoch yet)")
+                continue
             nats = point[1]
             cells.append(f"{nats:.3f} ({math.exp(nats):.2f})" if ppl else f"{nats:.3f}")
+            if epochs:
+                cells[-1] += f" (epoch {epochs.index(point) + 1}, at {point[0]:.2f})"
         cells += [""] * (len(points) - len(cells))
         lines.append(f"| {r['run']} | {_model_of(r)} | " + " | ".join(cells)
                      + f" | {r['tokens_per_s']:,.0f} | {r['tokens']:,} |")
@@ -438,8 +532,15 @@ def section_body(corpus, minutes, eval_at, results, command, info=None, plot=Non
     if plot is not None:
         rel = os.path.relpath(pathlib.Path(plot).resolve(), pathlib.Path(out).resolve().parent)
         lines += [f"![validation loss against training minutes]({rel})", ""]
-    if ok:
-        r = ok[0]
+    if any(r["kind"] == "train" for r in ok):
+        lines += ["`d2lrnn train` rows: the command itself trains for its epochs (cosine decay over them) "
+                  "and evaluates after every epoch, on its own validation batches (the validation text cut "
+                  "into batch-size streams); each cell is the last epoch finished by that time on the wall "
+                  "clock since training started, its evaluations and checkpoint writes included (epoch, "
+                  "minutes).", ""]
+    plain = [r for r in ok if r["kind"] != "train"]
+    if plain:
+        r = plain[0]
         text = "raw characters (case, punctuation, line breaks)" if r["raw"] else "the book's cleaned text"
         lines += [f"Data: {text}, {r['vocab_size'] - 1} symbols ({r['vocab_size']} tokens with `<unk>`); the "
                   f"first 90% ({r['train_size']:,} characters) trains, the last 10% ({r['val_size']:,}) is "
@@ -464,8 +565,10 @@ def plot_curves(corpus, results, path):
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in results:
-        if "error" not in r and r["curve"]:
-            ax.plot([p[0] for p in r["curve"]], [p[1] for p in r["curve"]], marker="o", label=r["run"])
+        curve = r.get("epochs_curve") or r.get("curve")
+        if "error" not in r and curve:
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], marker="." if "epochs_curve" in r else "o",
+                    label=r["run"] + (" (per epoch)" if "epochs_curve" in r else ""))
     ax.set_xlabel("training minutes (evaluation time excluded)")
     ax.set_ylabel("validation loss (nats per character)")
     ax.set_title(f"{corpus}: whole-validation-text loss")

@@ -115,6 +115,33 @@ def test_d2lrnn_run_learns(backend):
     assert result["tokens_per_s"] == pytest.approx(result["tokens"] / result["train_seconds"])
 
 
+def test_marks_of_takes_the_last_epoch_finished_by_each_time():
+    curve = [[0.9, 2.0, 100], [2.1, 1.8, 200], [3.0, 1.7, 300]]
+    assert bench_lm.marks_of(curve, [0.5, 1, 3, 5]) == [None, curve[0], curve[2], curve[2]]
+
+
+def test_a_train_run_is_the_d2lrnn_train_command_and_reads_its_metrics(capsys):
+    """BACKEND:train runs `d2lrnn train` itself; its curve is the run's metrics.csv, per epoch."""
+    result = bench_lm.run_train("timemachine", 5, [0.001, 5], hidden=16, batch=8, num_steps=16, lr=1e-2,
+                                output_dropout=0.1, max_tokens=20000, epochs=2, warmup=30.0, model="scratch",
+                                cell="gru", init="uniform", layers=1, dropout=0.0, input_dropout=0.0,
+                                weight_decay=0.0, clip=1.0, seed=0)
+    assert capsys.readouterr().out == ""  # the command's printing goes to stderr: stdout is the JSON line's
+    argv = result["argv"]
+    assert argv[:2] == ["train", "--backend"] and "--raw" not in argv
+    for flag, value in (("--cell", "gru"), ("--init", "uniform"), ("--epochs", "2"), ("--optimizer", "adam"),
+                        ("--schedule", "cosine"), ("--patience", "0"), ("--max-tokens", "20000")):
+        assert argv[argv.index(flag) + 1] == value, flag
+    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", 8, 16, False, 20000, 0.1, seed=0)
+    steps = len(train_iter)
+    assert result["warmup_steps"] == round(30 / 300 * 2 * steps)  # a tenth of the 5-minute budget
+    (m1, nats1, t1), (m2, nats2, t2) = result["epochs_curve"]
+    assert 0 < m1 < m2 and (t1, t2) == (steps * 128, 2 * steps * 128) == (t1, result["tokens"])
+    assert nats2 < nats1 < math.log(len(vocab))
+    assert result["curve"] == [result["epochs_curve"][-1]]  # nothing finished by 0.001 min; both by 5
+    assert result["train_seconds"] == pytest.approx(m2 * 60)
+
+
 # ------------------------------------------------------------------ the reference (torch)
 
 
@@ -247,6 +274,14 @@ def test_report_writes_table_commands_and_plot(tmp_path):
     bench_lm.report(args, results[:1], "again")
     assert out.read_text().count("<!-- section:lm-timemachine -->") == 1 and "kept" in out.read_text()
     assert (results_md.read_bytes() if results_md.exists() else None) == before
+    # A `d2lrnn train` row: each cell the last epoch finished by then.
+    epochs = [[0.9, 1.7, 100], [4.0, 1.5, 200], [9.5, 1.4, 300]]
+    train = dict(_fake_result(args, "torch:train:epochs=3", epochs), epochs_curve=epochs, warmup_steps=12)
+    body = bench_lm.report(args, [train, results[1]], "cmd")
+    assert (f"| 1.700 ({math.exp(1.7):.2f}) (epoch 1, at 0.90) | 1.500 ({math.exp(1.5):.2f}) (epoch 2, at "
+            f"4.00) | 1.400 ({math.exp(1.4):.2f}) (epoch 3, at 9.50) |") in body
+    assert "`d2lrnn train` scratch LSTM 1x256 on torch, init uniform" in body and ", 3 epochs;" in body
+    assert "each cell is the last epoch finished by that time" in body
     # Not Time Machine: no perplexity.
     args = bench_lm.parser().parse_args(["--corpus", "tinyshakespeare", "--minutes", "10", "--out", str(out),
                                          "--plot", str(tmp_path / "p.png")])
