@@ -631,6 +631,10 @@ def parser():
     settings.add_argument("--batch", type=int, help="sequences per minibatch")
     settings.add_argument("--num-steps", type=int, help="steps per minibatch")
     settings.add_argument("--clip", type=float, help="gradient norm clip (default 1)")
+    settings.add_argument("--model", choices=KINDS[:2],
+                          help="BACKEND:train: the model 'd2lrnn train' trains (default scratch)")
+    settings.add_argument("--epochs", type=int,
+                          help="BACKEND:train: epochs of 'd2lrnn train' (cosine decay over them; required)")
     settings.add_argument("--seed", type=int, help="seed (default 0)")
     p.add_argument("--threads", type=int, default=2, help="threads of each run (default 2)")
     p.add_argument("--eval-streams", type=int, default=STREAMS,

@@ -230,6 +230,10 @@ def test_child_command_is_the_exact_run():
     assert (again.minutes, again.eval_at, again.raw) == (10, [1, 5, 10], False)
     assert resolve("timemachine", "scratch", vars(again)) == resolve(
         "timemachine", "scratch", vars(args), {"cell": "gru", "hidden": 64})
+    _, argv, _ = child_command(args, "torch:train:epochs=13,model=concise", bench_lm.ROOT / ".tox")
+    again = bench_lm.parser().parse_args(argv[2:])
+    assert again.single == "torch:train" and (again.epochs, again.model) == (13, "concise")
+    assert resolve("timemachine", "train", vars(again))["epochs"] == 13
     env, _, command = child_command(args, "reference", bench_lm.ROOT / ".tox")
     assert env["D2LRNN_BACKEND"] == "numpy" and "--single reference" in command and "--emb 64" in command
 
