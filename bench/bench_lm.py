@@ -266,13 +266,15 @@ def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch
         raise BenchError("a BACKEND:train run needs epochs=N (passes over the training text, cosine decay "
                          "over them): pick N so that they fit --minutes, e.g. torch:train:epochs=14")
     argv = ["train", "--backend", backend, "--corpus", str(corpus), "--model", model, "--cell", cell,
-            "--init", init, "--hidden", str(hidden), "--num-layers", str(layers), "--dropout", f"{dropout:g}",
+            "--init", init, "--hidden", str(hidden), "--num-layers", str(layers),
             "--input-dropout", f"{input_dropout:g}", "--output-dropout", f"{output_dropout:g}",
             "--optimizer", "adam", "--lr", f"{lr:g}", "--weight-decay", f"{weight_decay:g}",
             "--schedule", "cosine", "--warmup", str(int(warmup_steps)), "--clip", f"{clip:g}",
             "--batch-size", str(batch), "--num-steps", str(num_steps), "--epochs", str(epochs),
             "--patience", "0", "--sampling", "sequential", "--val-fraction", f"{VAL_FRACTION:g}",
             "--max-tokens", str(max_tokens), "--seed", str(seed), "--out", str(out), "--no-progress"]
+    if layers > 1:  # d2lrnn train refuses dropout between layers where there is one layer
+        argv += ["--dropout", f"{dropout:g}"]
     return argv + (["--raw"] if raw else [])
 
 

@@ -115,6 +115,15 @@ def test_d2lrnn_run_learns(backend):
     assert result["tokens_per_s"] == pytest.approx(result["tokens"] / result["train_seconds"])
 
 
+def test_train_argv_passes_dropout_between_layers_only_with_two_or_more():
+    one = bench_lm.train_argv("tinyshakespeare", "out", backend="torch", raw=True, epochs=3, dropout=0.1)
+    two = bench_lm.train_argv("tinyshakespeare", "out", backend="torch", epochs=3, dropout=0.1, layers=2)
+    assert "--dropout" not in one and one[-1] == "--raw"
+    assert two[two.index("--dropout") + 1] == "0.1" and "--raw" not in two
+    with pytest.raises(BenchError, match="needs epochs=N"):
+        bench_lm.train_argv("tinyshakespeare", "out", backend="torch")
+
+
 def test_marks_of_takes_the_last_epoch_finished_by_each_time():
     curve = [[0.9, 2.0, 100], [2.1, 1.8, 200], [3.0, 1.7, 300]]
     assert bench_lm.marks_of(curve, [0.5, 1, 3, 5]) == [None, curve[0], curve[2], curve[2]]
@@ -128,7 +137,7 @@ def test_a_train_run_is_the_d2lrnn_train_command_and_reads_its_metrics(capsys):
                                 weight_decay=0.0, clip=1.0, seed=0)
     assert capsys.readouterr().out == ""  # the command's printing goes to stderr: stdout is the JSON line's
     argv = result["argv"]
-    assert argv[:2] == ["train", "--backend"] and "--raw" not in argv
+    assert argv[:2] == ["train", "--backend"] and "--raw" not in argv and "--dropout" not in argv  # one layer
     for flag, value in (("--cell", "gru"), ("--init", "uniform"), ("--epochs", "2"), ("--optimizer", "adam"),
                         ("--schedule", "cosine"), ("--patience", "0"), ("--max-tokens", "20000")):
         assert argv[argv.index(flag) + 1] == value, flag
