@@ -558,6 +558,16 @@ def section_body(corpus, minutes, eval_at, results, command, info=None, plot=Non
     return "\n".join(lines) + "\n"
 
 
+def plot_label(result):
+    """A short legend entry: the run's backend and kind (its settings are in the table)."""
+    if result["kind"] == "reference":
+        return "reference: plain torch nn.LSTM"
+    what = "d2lrnn train" if result["kind"] == "train" else f"d2lrnn {result['kind']}"
+    model = f" {result['config'].get('model')}" if result["kind"] == "train" else ""
+    return f"{what}{model} {result['config']['cell'].upper()} on {result['backend']}" + (
+        ", per epoch" if result.get("epochs_curve") else "")
+
+
 def plot_curves(corpus, results, path):
     """Validation loss against training minutes, one line per run, a marker at each evaluation."""
     import matplotlib
@@ -570,12 +580,12 @@ def plot_curves(corpus, results, path):
         curve = r.get("epochs_curve") or r.get("curve")
         if "error" not in r and curve:
             ax.plot([p[0] for p in curve], [p[1] for p in curve], marker="." if "epochs_curve" in r else "o",
-                    label=r["run"] + (" (per epoch)" if "epochs_curve" in r else ""))
-    ax.set_xlabel("training minutes (evaluation time excluded)")
+                    label=plot_label(r))
+    ax.set_xlabel("training minutes (evaluation time excluded; d2lrnn train: included)")
     ax.set_ylabel("validation loss (nats per character)")
     ax.set_title(f"{corpus}: whole-validation-text loss")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

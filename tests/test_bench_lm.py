@@ -295,6 +295,9 @@ def test_report_writes_table_commands_and_plot(tmp_path):
             f"4.00) | 1.400 ({math.exp(1.4):.2f}) (epoch 3, at 9.50) |") in body
     assert "`d2lrnn train` scratch LSTM 1x256 on torch, init uniform" in body and ", 3 epochs;" in body
     assert "each cell is the last epoch finished by that time" in body
+    assert bench_lm.plot_label(train) == "d2lrnn train scratch LSTM on torch, per epoch"
+    assert bench_lm.plot_label(results[0]) == "d2lrnn concise LSTM on torch"
+    assert bench_lm.plot_label(results[1]) == "reference: plain torch nn.LSTM"
     # Not Time Machine: no perplexity.
     args = bench_lm.parser().parse_args(["--corpus", "tinyshakespeare", "--minutes", "10", "--out", str(out),
                                          "--plot", str(tmp_path / "p.png")])
