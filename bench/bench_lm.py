@@ -10,6 +10,11 @@ Runs (``--runs``, in that order, one after another, never at the same time):
 - ``BACKEND:KIND``: d2lrnn's model ``KIND`` ('scratch' or 'concise', :func:`d2lrnn.make_model`) on
   backend ``BACKEND`` (numpy, torch, tensorflow, mxnet), trained with ``d2l.Updater`` + ``d2l.Adam``
   and a cosine ``d2l.Schedule`` over the wall-clock budget, in ``.tox/BACKEND/bin/python``;
+- ``BACKEND:train``: the ``d2lrnn train`` command itself (in the child process, ``cli.main``) for
+  ``epochs=N`` epochs (required; Adam with cosine decay over them, no early stopping), its curve read
+  from the run's metrics.csv: the command's own validation loss after every epoch against the wall
+  time since its training started, evaluations included; the table shows, at each ``--eval-at``
+  time, the last epoch finished by then;
 - ``reference``: bench/lm_reference.py (Embedding -> Dropout -> nn.LSTM -> Dropout -> Linear, Adam,
   cosine learning rate over the budget) in ``.tox/torch/bin/python``; d2lrnn (on NumPy) only loads
   the token arrays before its training starts.
@@ -564,8 +569,10 @@ def plot_label(result):
         return "reference: plain torch nn.LSTM"
     what = "d2lrnn train" if result["kind"] == "train" else f"d2lrnn {result['kind']}"
     model = f" {result['config'].get('model')}" if result["kind"] == "train" else ""
-    return f"{what}{model} {result['config']['cell'].upper()} on {result['backend']}" + (
-        ", per epoch" if result.get("epochs_curve") else "")
+    init = result["config"].get("init", DEFAULTS["init"])
+    label = f"{what}{model} {result['config']['cell'].upper()} on {result['backend']}"
+    label += f", init {init}" if init != DEFAULTS["init"] else ""
+    return label + (", per epoch" if result.get("epochs_curve") else "")
 
 
 def plot_curves(corpus, results, path):

@@ -297,6 +297,8 @@ def test_report_writes_table_commands_and_plot(tmp_path):
     assert "each cell is the last epoch finished by that time" in body
     assert bench_lm.plot_label(train) == "d2lrnn train scratch LSTM on torch, per epoch"
     assert bench_lm.plot_label(results[0]) == "d2lrnn concise LSTM on torch"
+    book = dict(results[0], config=dict(results[0]["config"], init="normal"))
+    assert bench_lm.plot_label(book) == "d2lrnn concise LSTM on torch, init normal"
     assert bench_lm.plot_label(results[1]) == "reference: plain torch nn.LSTM"
     # Not Time Machine: no perplexity.
     args = bench_lm.parser().parse_args(["--corpus", "tinyshakespeare", "--minutes", "10", "--out", str(out),
