@@ -19,6 +19,7 @@ from .backends import (
     set_backend,
     use_backend,
 )
+from .bleu import bleu, corpus_bleu
 from .checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
 from .data import (
     CORPORA,
@@ -106,7 +107,7 @@ __all__ = [
     "make_eval_step",
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
-    "save_checkpoint", "load_checkpoint", "checkpoint_info",
+    "save_checkpoint", "load_checkpoint", "checkpoint_info", "bleu", "corpus_bleu",
 ]
 
 
