@@ -27,22 +27,29 @@ from .data import (
     SeqDataLoader,
     Vocab,
     baseline_perplexity,
+    build_array_nmt,
     corpus_path,
     count_corpus,
+    load_array,
     load_corpus,
     load_corpus_time_machine,
     load_data_lm,
+    load_data_nmt,
     load_data_time_machine,
     ngram_counts,
     ngram_perplexities,
     plot_zipf,
+    preprocess_nmt,
     read_corpus,
+    read_data_nmt,
     read_time_machine,
     select_k,
     seq_data_iter_random,
     seq_data_iter_sequential,
     tokenize,
+    tokenize_nmt,
     train_val_split,
+    truncate_pad,
 )
 from .errors import (
     ArgumentError,
@@ -108,6 +115,8 @@ __all__ = [
     "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info", "bleu", "corpus_bleu",
+    "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
+    "load_data_nmt",
 ]
 
 

@@ -1,4 +1,5 @@
-"""The language-model data pipeline: corpora, tokens, vocabulary, n-gram baselines, minibatches.
+"""The data pipelines: corpora, tokens, vocabulary, n-gram baselines and minibatches for the language
+models (``corpus``, ``iterators``, ``ngram``); sentence pairs for translation (``translation``).
 
 The corpora ship with the package (provenance in ``README.md`` next to them). Index work
 is done in NumPy; only finished minibatches become tensors of the active backend.
@@ -24,6 +25,16 @@ from .iterators import (
 )
 from .ngram import NGramLM, baseline_perplexity, baseline_sample, ngram_counts, ngram_perplexities, select_k
 from .plots import plot_zipf
+from .translation import (
+    build_array_nmt,
+    load_array,
+    load_data_nmt,
+    load_data_nmt_split,
+    preprocess_nmt,
+    read_data_nmt,
+    tokenize_nmt,
+    truncate_pad,
+)
 from .vocab import Vocab, count_corpus
 
 __all__ = [
@@ -32,4 +43,6 @@ __all__ = [
     "ngram_counts", "NGramLM", "select_k", "ngram_perplexities", "baseline_perplexity", "baseline_sample",
     "plot_zipf", "seq_data_iter_random", "seq_data_iter_sequential", "SeqDataLoader",
     "load_data_time_machine", "load_data_lm",
+    "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
+    "load_data_nmt", "load_data_nmt_split",
 ]
