@@ -81,6 +81,7 @@ from .models import (
 )
 from .optim import SGD, Adam, Schedule
 from .progress import Animator, progress_bar
+from .seq2seq import MaskedSoftmaxCELoss, sequence_mask
 from .train import (
     Accumulator,
     Timer,
@@ -116,7 +117,7 @@ __all__ = [
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info", "bleu", "corpus_bleu",
     "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
-    "load_data_nmt",
+    "load_data_nmt", "sequence_mask", "MaskedSoftmaxCELoss",
 ]
 
 

@@ -1,0 +1,52 @@
+"""Losses over padded sequences: positions past a sequence's valid length count for nothing.
+
+A batch of target sentences is padded to ``num_steps``; row ``i`` holds ``valid_len[i]`` real
+tokens (its ``<eos>`` included), then ``<pad>``. With the mask M[i, t] = 1 if t < valid_len[i] else 0
+and the cross-entropy l[i, t] of step t::
+
+    MaskedSoftmaxCELoss: loss_i = (1 / num_steps) * sum_t M[i, t] l[i, t]   (the book's, per sentence)
+    masked_token_loss:   sum_{i,t} M[i, t] l[i, t] / sum_{i,t} M[i, t]      (per valid token)
+
+A padded position's logits and label reach neither value, so they get no gradient.
+"""
+
+from .. import ops
+
+
+def sequence_mask(X, valid_len, value=0.0):
+    """``X`` (batch, num_steps, ...) with every position t >= ``valid_len[i]`` of row i set to ``value``.
+
+    Built from a 0/1 mask (X * M + value * (1 - M)), not by writing into ``X``, so it can be
+    differentiated on every backend.
+    """
+    shape = ops.shape(X)
+    batch, steps = shape[0], shape[1]
+    positions = ops.reshape(ops.astype(ops.arange(steps), "float32"), (1, steps))
+    lengths = ops.reshape(ops.astype(valid_len, "float32"), (batch, 1))
+    mask = ops.reshape(ops.astype(positions < lengths, "float32"), (batch, steps) + (1,) * (len(shape) - 2))
+    return X * mask + value * (1.0 - mask)
+
+
+def _step_losses(pred, label):
+    batch, steps, classes = ops.shape(pred)
+    losses = ops.softmax_cross_entropy(ops.reshape(pred, (batch * steps, classes)), ops.reshape(label, (-1,)))
+    return ops.reshape(losses, (batch, steps))
+
+
+class MaskedSoftmaxCELoss:
+    """The book's masked loss: ``loss(pred, label, valid_len)`` -> (batch,) losses, each the mean over
+    all ``num_steps`` of the cross-entropy at the valid positions (padding adds zeros).
+
+    ``pred`` is (batch, num_steps, vocab) logits, ``label`` (batch, num_steps) indices.
+    """
+
+    def __call__(self, pred, label, valid_len):
+        weights = sequence_mask(ops.ones(ops.shape(label)), valid_len)
+        return ops.mean(_step_losses(pred, label) * weights, axis=1)
+
+
+def masked_token_loss(pred, label, valid_len):
+    """The mean cross-entropy per valid token: what training reports and optimises (a batch of long
+    sentences and one of short ones weigh each of their tokens alike)."""
+    weights = sequence_mask(ops.ones(ops.shape(label)), valid_len)
+    return ops.sum(_step_losses(pred, label) * weights) / ops.maximum(ops.sum(weights), 1.0)
