@@ -330,7 +330,7 @@ def run_train(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, thread
     curve = [row for row in marks_of(epochs_curve, points) if row is not None]
     seconds = epochs_curve[-1][0] * 60.0
     tokens = epochs_curve[-1][2]
-    return {"curve": curve, "epochs_curve": epochs_curve, "marks": points, "tokens": tokens,
+    return {"curve": curve, "epochs_curve": epochs_curve, "tokens": tokens,
             "steps": steps * len(rows), "train_seconds": seconds, "tokens_per_s": tokens / seconds,
             "train_loss": math.log(float(rows[-1]["train_ppl"])), "eval_seconds": 0.0,
             "eval": {"cli": True, "predicted": val_iter.num_tokens,

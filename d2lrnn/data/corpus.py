@@ -60,19 +60,24 @@ def corpus_path(name_or_path):
                     "or a path to a UTF-8 text file")
 
 
-def read_text(name_or_path):
-    """The whole text of a corpus, decoded as UTF-8 (a byte-order mark is dropped)."""
-    path = corpus_path(name_or_path)
+def read_utf8(path, what="corpus file"):
+    """The text of the file ``path`` decoded as UTF-8 (a byte-order mark is dropped), or one
+    DataError line naming ``what`` it is and the fix."""
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise DataError(f"corpus file '{path}' cannot be read ({err.strerror}): "
-                        "check its permissions") from None
+        raise DataError(f"{what} '{path}' cannot be read ({err.strerror}): check its permissions") from None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise DataError(f"corpus file '{path}' is not UTF-8 text (byte 0x{data[err.start]:02x} at "
+        raise DataError(f"{what} '{path}' is not UTF-8 text (byte 0x{data[err.start]:02x} at "
                         f"offset {err.start}): re-save it as UTF-8") from None
+
+
+def read_text(name_or_path):
+    """The whole text of a corpus, decoded as UTF-8 (a byte-order mark is dropped)."""
+    path = corpus_path(name_or_path)
+    text = read_utf8(path)
     if not text.strip():
         raise DataError(f"corpus file '{path}' is empty: give a file that holds some text")
     return text

@@ -23,6 +23,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import generator
 from ..errors import DataError
+from .corpus import read_utf8
 from .vocab import Vocab
 
 #: The bundled pairs file.
@@ -35,15 +36,7 @@ PUNCTUATION = set(",.!?")
 def read_data_nmt(path=None):
     """The text of the pairs file (the bundled English-French pairs unless ``path`` is given)."""
     path = pathlib.Path(PAIRS_FILE if path is None else path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise DataError(f"cannot read the pairs file {path}: {err.strerror or err}: pass a readable "
-                        "UTF-8 file of English<TAB>French lines") from None
-    try:
-        return data.decode("utf-8").replace("\r\n", "\n")
-    except UnicodeDecodeError:
-        raise DataError(f"{path} is not UTF-8 text: pass a UTF-8 file of English<TAB>French lines") from None
+    return read_utf8(path, "pairs file").replace("\r\n", "\n")
 
 
 def preprocess_nmt(text):
@@ -143,13 +136,18 @@ def _vocabs(source, target, min_freq):
             Vocab(target, min_freq=min_freq, reserved_tokens=list(RESERVED)))
 
 
+def _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps):
+    """``(X, X_valid_len, Y, Y_valid_len)`` NumPy arrays of the pairs."""
+    return (*build_array_nmt_numpy(source, src_vocab, num_steps),
+            *build_array_nmt_numpy(target, tgt_vocab, num_steps))
+
+
 def load_data_nmt(batch_size, num_steps, num_examples=600, min_freq=2):
     """The book's ``load_data_nmt``: ``(data_iter, src_vocab, tgt_vocab)`` for the first
     ``num_examples`` pairs (words seen fewer than ``min_freq`` times read as ``<unk>``)."""
     source, target = tokenize_nmt(preprocess_nmt(read_data_nmt()), num_examples)
     src_vocab, tgt_vocab = _vocabs(source, target, min_freq)
-    arrays = (*build_array_nmt_numpy(source, src_vocab, num_steps), *build_array_nmt_numpy(target, tgt_vocab,
-                                                                                          num_steps))
+    arrays = _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps)
     return PairBatches(arrays, batch_size), src_vocab, tgt_vocab
 
 
@@ -171,19 +169,15 @@ def load_data_nmt_split(batch_size, num_steps, num_examples=None, val_fraction=0
     if num_val < 1 or num_val >= len(source):
         raise DataError(f"{len(source)} pairs cannot be split with val_fraction {fraction:g}: use more pairs "
                         "or another fraction")
-    held = np.sort(np.random.default_rng(checks.seed(seed)).permutation(len(source))[:num_val])
-    is_val = np.zeros(len(source), dtype=bool)
-    is_val[held] = True
-    pick = lambda lines, flag: [line for line, v in zip(lines, is_val) if v == flag]  # noqa: E731
-    train_src, train_tgt = pick(source, False), pick(target, False)
-    val_src, val_tgt = pick(source, True), pick(target, True)
+    held = set(np.random.default_rng(checks.seed(seed)).permutation(len(source))[:num_val].tolist())
+    train = [i for i in range(len(source)) if i not in held]
+    val = sorted(held)
+    train_src, train_tgt = [source[i] for i in train], [target[i] for i in train]
+    val_src, val_tgt = [source[i] for i in val], [target[i] for i in val]
     src_vocab, tgt_vocab = _vocabs(train_src, train_tgt, min_freq)
-
-    def arrays(src, tgt):
-        return (*build_array_nmt_numpy(src, src_vocab, num_steps), *build_array_nmt_numpy(tgt, tgt_vocab,
-                                                                                          num_steps))
-
-    train_iter = PairBatches(arrays(train_src, train_tgt), batch_size, seed=seed)
-    val_iter = PairBatches(arrays(val_src, val_tgt), batch_size, shuffle=False)
+    train_iter = PairBatches(_pair_arrays(train_src, train_tgt, src_vocab, tgt_vocab, num_steps), batch_size,
+                             seed=seed)
+    val_iter = PairBatches(_pair_arrays(val_src, val_tgt, src_vocab, tgt_vocab, num_steps), batch_size,
+                           shuffle=False)
     val_iter.source, val_iter.target = val_src, val_tgt
     return train_iter, val_iter, src_vocab, tgt_vocab

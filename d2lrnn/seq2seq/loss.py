@@ -27,10 +27,12 @@ def sequence_mask(X, valid_len, value=0.0):
     return X * mask + value * (1.0 - mask)
 
 
-def _step_losses(pred, label):
+def _masked_step_losses(pred, label, valid_len):
+    """(M * l, M): the cross-entropy of every step, zero past each valid length, and the mask."""
     batch, steps, classes = ops.shape(pred)
     losses = ops.softmax_cross_entropy(ops.reshape(pred, (batch * steps, classes)), ops.reshape(label, (-1,)))
-    return ops.reshape(losses, (batch, steps))
+    weights = sequence_mask(ops.ones((batch, steps)), valid_len)
+    return ops.reshape(losses, (batch, steps)) * weights, weights
 
 
 class MaskedSoftmaxCELoss:
@@ -41,12 +43,12 @@ class MaskedSoftmaxCELoss:
     """
 
     def __call__(self, pred, label, valid_len):
-        weights = sequence_mask(ops.ones(ops.shape(label)), valid_len)
-        return ops.mean(_step_losses(pred, label) * weights, axis=1)
+        losses, _ = _masked_step_losses(pred, label, valid_len)
+        return ops.mean(losses, axis=1)
 
 
 def masked_token_loss(pred, label, valid_len):
     """The mean cross-entropy per valid token: what training reports and optimises (a batch of long
     sentences and one of short ones weigh each of their tokens alike)."""
-    weights = sequence_mask(ops.ones(ops.shape(label)), valid_len)
-    return ops.sum(_step_losses(pred, label) * weights) / ops.maximum(ops.sum(weights), 1.0)
+    losses, weights = _masked_step_losses(pred, label, valid_len)
+    return ops.sum(losses) / ops.maximum(ops.sum(weights), 1.0)
