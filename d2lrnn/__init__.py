@@ -35,6 +35,7 @@ from .data import (
     load_corpus_time_machine,
     load_data_lm,
     load_data_nmt,
+    load_data_nmt_split,
     load_data_time_machine,
     ngram_counts,
     ngram_perplexities,
@@ -81,7 +82,21 @@ from .models import (
 )
 from .optim import SGD, Adam, Schedule
 from .progress import Animator, progress_bar
-from .seq2seq import MaskedSoftmaxCELoss, sequence_mask
+from .seq2seq import (
+    Decoder,
+    Encoder,
+    EncoderDecoder,
+    MaskedSoftmaxCELoss,
+    Seq2SeqDecoder,
+    Seq2SeqEncoder,
+    beam_search,
+    greedy_search,
+    make_seq2seq,
+    predict_seq2seq,
+    sequence_mask,
+    train_seq2seq,
+    translate,
+)
 from .train import (
     Accumulator,
     Timer,
@@ -117,7 +132,9 @@ __all__ = [
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info", "bleu", "corpus_bleu",
     "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
-    "load_data_nmt", "sequence_mask", "MaskedSoftmaxCELoss",
+    "load_data_nmt", "load_data_nmt_split", "sequence_mask", "MaskedSoftmaxCELoss", "Encoder", "Decoder",
+    "EncoderDecoder", "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "train_seq2seq", "predict_seq2seq",
+    "translate", "greedy_search", "beam_search",
 ]
 
 

@@ -143,10 +143,14 @@ class Updater:
     state and the step count ``t``; the learning rate of step t is ``schedule(t)`` (a
     :class:`d2lrnn.optim.Schedule` or any function of t), else the optimizer's ``lr``. ``device``
     is where the parameters live (the per-step numbers are put there).
+
+    ``objective`` replaces the language model's: a function ``(params, *batch) -> (loss, aux)`` (the
+    sequence-to-sequence loss, :mod:`d2lrnn.seq2seq.train`); the updater is then called as
+    ``updater(params, *batch) -> (loss, new_params, aux)``.
     """
 
     def __init__(self, net, optimizer=None, clip=1.0, loss=lm_loss, truncation=None, schedule=None,
-                 device=None):
+                 device=None, objective=None):
         self.device = device
         self.optimizer = SGD(1.0) if optimizer is None else get_optimizer(optimizer)
         if clip is not None:
@@ -157,15 +161,17 @@ class Updater:
                                 f"{type(schedule).__name__}")
         self.schedule, self.t = schedule, 0
         self.state = self.optimizer.init(net.params)
-        value_and_grad = ops.value_and_grad(_objective(net, loss, True, truncation), has_aux=True)
+        if objective is None:
+            objective = _objective(net, loss, True, truncation)
+        value_and_grad = ops.value_and_grad(objective, has_aux=True)
         optimizer = self.optimizer
 
-        def step(params, opt_state, scalars, X, Y, state, *factors):
-            (l, new_state), grads = value_and_grad(params, X, Y, state, *factors)
+        def step(params, opt_state, scalars, *batch):
+            (l, aux), grads = value_and_grad(params, *batch)
             if clip is not None:
                 grads = grad_clipping(grads, clip)
             new_params, opt_state = optimizer.update(params, grads, opt_state, scalars)
-            return l, new_params, opt_state, new_state
+            return l, new_params, opt_state, aux
 
         self._step = ops.compile(step)
 
@@ -174,12 +180,12 @@ class Updater:
         t = self.t + 1 if t is None else t
         return float(self.schedule(t)) if self.schedule is not None else self.optimizer.lr
 
-    def __call__(self, params, X, Y, state, *factors):
+    def __call__(self, params, *batch):
         t = self.t + 1
         scalars = ops.tensor(np.array(self.optimizer.scalars(t, self.lr(t)), np.float32), device=self.device)
-        l, new_params, self.state, new_state = self._step(params, self.state, scalars, X, Y, state, *factors)
+        l, new_params, self.state, aux = self._step(params, self.state, scalars, *batch)
         self.t = t
-        return l, new_params, new_state
+        return l, new_params, aux
 
     def state_dict(self):
         """The optimizer's state as NumPy arrays and the step count: what a resumed run needs."""

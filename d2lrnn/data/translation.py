@@ -117,6 +117,20 @@ class PairBatches:
     def __len__(self):
         return -(-self.num_pairs // self.batch_size)
 
+    def rng_state(self):
+        """The state of the iterator's own generator (None if it uses the shared one), as plain data."""
+        return None if self._rng is None else self._rng.bit_generator.state
+
+    def set_rng_state(self, state):
+        """Restore a state from :meth:`rng_state`, so the next epochs are served as they would have been."""
+        if self._rng is not None and state is not None:
+            self._rng.bit_generator.state = state
+
+    @property
+    def num_tokens(self):
+        """Target tokens the pairs hold (each sentence's valid length: its words and ``<eos>``)."""
+        return int(self.arrays[3].sum()) if len(self.arrays) == 4 else None
+
     def __iter__(self):
         rng = self._rng if self._rng is not None else generator()
         order = rng.permutation(self.num_pairs) if self.shuffle else np.arange(self.num_pairs)

@@ -43,8 +43,9 @@ class NativeLayer(RecurrentStack):
         self.native = native
 
     @classmethod
-    def wrap(cls, native, num_inputs):
-        """A layer the reader built (``torch.nn.GRU(...)``, ``keras.layers.LSTM(...)``, ...), checked."""
+    def wrap(cls, native, num_inputs, inputs=None):
+        """A layer the reader built (``torch.nn.GRU(...)``, ``keras.layers.LSTM(...)``, ...), checked:
+        it must read ``num_inputs`` features (``inputs`` says where they come from, for the error)."""
         decl = _declaration()
         if decl is None:
             raise ArgumentError(f"the {backend_name()} backend has no framework layers to wrap: pass "
@@ -58,8 +59,9 @@ class NativeLayer(RecurrentStack):
                                 f"{', '.join(unsupported)}: build the layer without "
                                 f"{'these settings' if len(unsupported) > 1 else 'it'}")
         if config["num_inputs"] not in (None, num_inputs):
-            raise ArgumentError(f"the layer takes {config['num_inputs']} inputs but the vocabulary has "
-                                f"{num_inputs} tokens: build it with input size len(vocab)")
+            given = inputs or f"the vocabulary has {num_inputs} tokens"
+            raise ArgumentError(f"the layer takes {config['num_inputs']} inputs but {given}: build it with "
+                                f"input size {'len(vocab)' if inputs is None else num_inputs}")
         layer = cls(config["cell"], num_inputs, config["num_hiddens"], config["num_layers"],
                     config["bidirectional"], config["dropout"], config["reset_after"],
                     native=decl.prepare(native, num_inputs))

@@ -1,0 +1,203 @@
+"""Decoding a trained encoder-decoder: greedy search and beam search, batched over sentences.
+
+Both start from the encoder's state and feed the decoder ``<bos>``, then their own previous
+choice, for at most ``max_len`` tokens; a sentence ends when ``<eos>`` is chosen (it is not part of
+the translation). The network runs once per step for the whole batch; choosing the tokens is
+NumPy work on the step's log-probabilities.
+
+- Greedy search takes the most probable token at every step.
+- Beam search keeps, for each sentence, the ``beam_size`` most probable partial translations. At
+  each step it scores every continuation of every kept one, log P(y_1..y_t') = log P(y_1..y_t'-1)
+  + log P(y_t' | ...), and keeps the best ``width`` of them; one that ends in ``<eos>`` is finished
+  and the width shrinks by one, so the search ends when ``beam_size`` translations are finished
+  (or at ``max_len``, where the unfinished ones count as finished). The translation is the finished
+  one with the highest length-normalised score
+
+      score = log P(y_1..y_L) / L^alpha        (L counts the tokens and the <eos>, alpha = 0.75)
+
+  so that long translations, whose log-probability has more negative terms, are not ruled out.
+  With ``beam_size`` 1 this is exactly greedy search (ties go to the lower token index in both).
+"""
+
+import numpy as np
+
+from .. import checks, ops
+from ..data.translation import build_array_nmt_numpy, preprocess_nmt
+from ..errors import ArgumentError
+
+#: The default exponent of the length normalisation.
+ALPHA = 0.75
+#: Sentences decoded together (beam search runs beam_size rows per sentence).
+BATCH_SIZE = 128
+
+
+def _log_softmax(logits):
+    """Row-wise log-softmax in float64: distinct float32 logits stay distinct, so the order is the
+    argmax's."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def _step_logits(net, params, tokens, state, device):
+    """The decoder's logits (rows, vocab) for one token per row, and the new state."""
+    dec_X = ops.tensor(np.asarray(tokens, np.int64).reshape(-1, 1), device=device)
+    Y, state = net.decode(params, dec_X, state)
+    return ops.to_numpy(Y)[:, 0, :], state
+
+
+def greedy_search(net, X, X_valid_len, bos, eos, max_len, params=None, device=None):
+    """The token indices (lists, ``<eos>`` left out) that greedy search chooses for each source row of
+    ``X`` (batch, num_steps, a tensor or NumPy array of indices)."""
+    params = net.params if params is None else params
+    X, X_valid_len = _tensors(X, X_valid_len, device)
+    state = net.encode(params, X, X_valid_len)
+    batch = ops.shape(X)[0]
+    outputs, done, tokens = [[] for _ in range(batch)], np.zeros(batch, bool), np.full(batch, bos)
+    for _ in range(max_len):
+        logits, state = _step_logits(net, params, tokens, state, device)
+        tokens = logits.argmax(axis=1)
+        for i in np.flatnonzero(~done):
+            if tokens[i] == eos:
+                done[i] = True
+            else:
+                outputs[i].append(int(tokens[i]))
+        if done.all():
+            break
+    return outputs
+
+
+def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA, params=None, device=None):
+    """The token indices (lists, ``<eos>`` left out) that beam search with ``beam_size`` beams chooses for
+    each source row of ``X``; see the module docstring for the scores."""
+    beam_size = check_beam(beam_size)
+    params = net.params if params is None else params
+    X, X_valid_len = _tensors(X, X_valid_len, device)
+    batch, k = ops.shape(X)[0], beam_size
+    rows = ops.tensor(np.repeat(np.arange(batch), k), device=device)  # sentence i -> rows i*k .. i*k+k-1
+    state = tuple(ops.take(s, rows) for s in net.encode(params, X, X_valid_len))
+    scores = np.full((batch, k), -np.inf)
+    scores[:, 0] = 0.0  # one live hypothesis, the empty one, per sentence
+    seqs = [[[] for _ in range(k)] for _ in range(batch)]
+    width = np.full(batch, k)
+    finished = [[] for _ in range(batch)]  # (log-probability, tokens)
+    tokens = np.full(batch * k, bos)
+    for _ in range(max_len):
+        logits, state = _step_logits(net, params, tokens, state, device)
+        total = scores[:, :, None] + _log_softmax(logits).reshape(batch, k, -1)  # (batch, beam, vocab)
+        parents, tokens = np.zeros(batch * k, np.int64), np.full(batch * k, bos)
+        new_scores = np.full((batch, k), -np.inf)
+        new_seqs = [[[] for _ in range(k)] for _ in range(batch)]
+        for i in np.flatnonzero(width > 0):
+            flat = total[i].reshape(-1)
+            best = np.argsort(-flat, kind="stable")[:width[i]]  # ties: the lower index first
+            live = 0
+            for index in best:
+                beam, token = divmod(int(index), total.shape[2])
+                if flat[index] == -np.inf:  # fewer candidates than beams (a vocabulary smaller than k)
+                    width[i] -= 1
+                    continue
+                if token == eos:
+                    finished[i].append((flat[index], seqs[i][beam]))
+                    width[i] -= 1
+                    continue
+                new_scores[i, live] = flat[index]
+                new_seqs[i][live] = seqs[i][beam] + [token]
+                parents[i * k + live], tokens[i * k + live] = i * k + beam, token
+                live += 1
+        scores, seqs = new_scores, new_seqs
+        if not width.any():
+            break
+        state = tuple(ops.take(s, ops.tensor(parents, device=device)) for s in state)
+    for i in np.flatnonzero(width > 0):  # max_len reached: the live hypotheses end here
+        finished[i].extend((scores[i, j], seqs[i][j]) for j in range(width[i]))
+    return [_best(candidates, alpha, eos_counted=True) for candidates in finished]
+
+
+def _best(candidates, alpha, eos_counted):
+    """The tokens of the candidate with the highest log P / L^alpha (the first of equal ones)."""
+    def score(candidate):
+        log_p, tokens = candidate
+        return log_p / max(len(tokens) + eos_counted, 1) ** alpha
+
+    return max(candidates, key=score)[1]
+
+
+def check_beam(beam_size):
+    """``beam_size`` as an int >= 1, or one ArgumentError line."""
+    if isinstance(beam_size, bool) or not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
+        raise ArgumentError(f"beam size is {beam_size!r}: use a whole number of 1 or more (1: greedy search, "
+                            "e.g. 4) (--beam)")
+    return int(beam_size)
+
+
+def _tensors(X, X_valid_len, device):
+    if isinstance(X, np.ndarray):
+        X = ops.tensor(X, device=device)
+    if isinstance(X_valid_len, np.ndarray):
+        X_valid_len = ops.tensor(X_valid_len, device=device)
+    return X, X_valid_len
+
+
+def source_arrays(sentences, src_vocab, num_steps):
+    """NumPy ``(X, X_valid_len)`` for raw source sentences: preprocessed as the training pairs were
+    (lower case, punctuation split off), words the vocabulary lacks read as ``<unk>``."""
+    token_lists = []
+    for sentence in sentences:
+        if not isinstance(sentence, str):
+            raise ArgumentError(f"a sentence to translate must be a string, got {type(sentence).__name__}")
+        tokens = preprocess_nmt(sentence).split()
+        if not tokens:
+            raise ArgumentError(f"the sentence to translate is empty ({sentence!r}): give at least one word, "
+                                "e.g. 'go .'")
+        token_lists.append(tokens)
+    return build_array_nmt_numpy(token_lists, src_vocab, num_steps)
+
+
+def translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size=1, alpha=ALPHA,
+                     batch_size=BATCH_SIZE, params=None, device=None):
+    """Target token lists for source index arrays (NumPy), decoded ``batch_size`` sentences at a time."""
+    beam_size = check_beam(beam_size)
+    max_len = checks.positive_int("max_len", max_len, " (the longest translation in tokens, e.g. 10)")
+    alpha = checks.number("alpha", alpha, 0, hint=" (the length-normalisation exponent, e.g. 0.75)")
+    bos, eos = tgt_vocab["<bos>"], tgt_vocab["<eos>"]
+    X, X_valid_len = np.asarray(X), np.asarray(X_valid_len)
+    out = []
+    for start in range(0, len(X), batch_size):
+        chunk = (X[start:start + batch_size], X_valid_len[start:start + batch_size])
+        if beam_size == 1:
+            ids = greedy_search(net, *chunk, bos, eos, max_len, params, device)
+        else:
+            ids = beam_search(net, *chunk, bos, eos, max_len, beam_size, alpha, params, device)
+        out.extend(tgt_vocab.to_tokens(seq) for seq in ids)
+    return out
+
+
+def translate(net, sentences, src_vocab, tgt_vocab, num_steps, beam_size=1, alpha=ALPHA, max_len=None,
+              device=None):
+    """Translations (strings of space-separated tokens) of ``sentences``, decoded in batches: greedy, or
+    beam search with ``beam_size`` beams. ``max_len`` (default ``num_steps``) bounds their length."""
+    if isinstance(sentences, str):
+        raise ArgumentError("translate takes a list of sentences: pass [sentence], or use predict_seq2seq")
+    _check_vocabs(net, src_vocab, tgt_vocab)
+    X, X_valid_len = source_arrays(sentences, src_vocab, num_steps)
+    tokens = translate_arrays(net, X, X_valid_len, tgt_vocab, max_len or num_steps, beam_size, alpha,
+                              device=device)
+    return [" ".join(t) for t in tokens]
+
+
+def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device=None,
+                    save_attention_weights=False, beam_size=1, alpha=ALPHA):
+    """The book's ``predict_seq2seq``: ``(translation, attention_weights)`` of one sentence, greedy by
+    default (``beam_size`` > 1: beam search). This model has no attention, so the weights are ``[]``."""
+    translations = translate(net, [src_sentence], src_vocab, tgt_vocab, num_steps, beam_size, alpha,
+                             device=device)
+    return translations[0], []
+
+
+def _check_vocabs(net, src_vocab, tgt_vocab):
+    for name, vocab, part in (("source", src_vocab, net.encoder), ("target", tgt_vocab, net.decoder)):
+        size = getattr(part, "vocab_size", None)
+        if size is not None and len(vocab) != size:
+            raise ArgumentError(f"the {name} vocabulary has {len(vocab)} tokens but the model {size}: "
+                                "pass the vocabularies the model was trained with")

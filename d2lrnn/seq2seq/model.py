@@ -1,0 +1,250 @@
+"""The encoder-decoder architecture and the chapter's RNN instance of it, written once above the shim.
+
+An encoder reads the source sentence X (batch, num_steps) of token indices; a decoder starts from
+a state made of what the encoder computed and produces the target sentence one token after
+another::
+
+    encoder:  E_t = embedding[x_t],   (H_1..H_T, state) = RNN(E_1..E_T)
+    decoder:  c = H_T of the encoder's last layer (the context), s_0 = the encoder's final state
+              (S_t', s_t') = RNN([embedding[y_t'-1], c], s_t'-1),   O_t' = S_t' W_hq + b_q
+
+The context c is concatenated to the decoder's input at every step; it stays the encoder's
+state even while the decoder's own state moves on (``Seq2SeqDecoder.init_state`` keeps it in the
+state as its first entry). Like the book, the encoder reads the padded sentence to its end (its
+``<pad>`` tokens included), so a sentence translates the same alone or in a batch.
+
+As for the language models, parameters are one flat list of tensors with a name each
+(``encoder.embedding``, ``encoder.W_xz``, ..., ``decoder.W_hq``, ``decoder.b_q``); ``forward``
+takes them as its first argument, so ``value_and_grad`` differentiates it on every backend. The
+recurrent layers are the language models' stacker (:class:`d2lrnn.models.RecurrentStack`, the
+cell from scratch) or the framework's own layer (:class:`d2lrnn.models.native.NativeLayer`,
+``rnn='concise'``, or a layer the reader built: ``torch.nn.GRU(embed_size, num_hiddens, 2)``).
+"""
+
+from .. import checks, ops
+from ..errors import ArgumentError
+from ..models.native import NativeLayer
+from ..models.stack import RecurrentStack
+
+#: What the ``rnn`` argument of the encoder and decoder accepts besides a framework layer.
+RNN_KINDS = ("scratch", "concise")
+
+
+def xavier_uniform(shape, device=None):
+    """U(-a, a) with a = sqrt(6 / (fan_in + fan_out)): the weights the book's ``train_seq2seq``
+    starts from (``nn.init.xavier_uniform_``), drawn from d2lrnn's generator."""
+    bound = (6.0 / (shape[0] + shape[1])) ** 0.5
+    return ops.uniform(-bound, bound, shape, device=device)
+
+
+def init_weights(shapes, device=None):
+    """Xavier-uniform weights (2 axes) and zero biases (1 axis), in the order of ``shapes``."""
+    return [xavier_uniform(s, device) if len(s) == 2 else ops.zeros(s, device=device) for s in shapes]
+
+
+def embedding_params(vocab_size, embed_size, device=None):
+    """The embedding matrix (vocab_size, embed_size) ~ N(0, 1), the frameworks' default."""
+    return ops.normal(0, 1, (vocab_size, embed_size), device=device)
+
+
+def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, reset_after):
+    """The recurrent stack an encoder or decoder runs: from scratch, the framework's own layer, or a
+    framework layer the reader built (checked: it must read ``num_inputs`` features)."""
+    if isinstance(rnn, str):
+        if rnn not in RNN_KINDS:
+            raise ArgumentError(f"rnn is {rnn!r}: use 'scratch' (the cell from scratch), 'concise' (the "
+                                "framework's own layer) or a framework layer such as torch.nn.GRU(...)")
+        if rnn == "scratch":
+            if reset_after is None:  # the frameworks' GRU form, which the book's seq2seq (nn.GRU) computes
+                reset_after = cell == "gru"
+            return RecurrentStack(cell, num_inputs, num_hiddens, num_layers, False, dropout, reset_after)
+        return NativeLayer(cell, num_inputs, num_hiddens, num_layers, False, dropout, reset_after)
+    if isinstance(rnn, RecurrentStack):
+        layer = rnn
+    else:
+        layer = NativeLayer.wrap(rnn, num_inputs, inputs=f"the embedding and context give {num_inputs}")
+    if layer.num_inputs != num_inputs:
+        raise ArgumentError(f"the recurrent layer takes {layer.num_inputs} inputs but gets {num_inputs}: "
+                            f"build it with input size {num_inputs}")
+    if layer.bidirectional:
+        raise ArgumentError("the decoder starts from the encoder's state, so both run in one direction: "
+                            "build the layer without bidirectional")
+    return layer
+
+
+class _Module:
+    """Parameters with names, and ``net(...)`` calling ``forward`` with them."""
+
+    params, param_names = [], ()
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(self.params, *args, **kwargs)
+
+    def named_params(self):
+        """``{name: tensor}`` in the order of the flat list."""
+        return dict(zip(self.param_names, self.params, strict=True))
+
+
+class Encoder(_Module):
+    """The book's encoder interface: ``forward(params, X, *args)`` returns what the decoder starts from."""
+
+    def forward(self, params, X, *args, training=False):
+        raise NotImplementedError
+
+
+class Decoder(_Module):
+    """The book's decoder interface: ``init_state(enc_outputs, *args)`` turns the encoder's outputs into
+    the decoder's first state; ``forward(params, X, state)`` returns ``(outputs, new_state)``."""
+
+    def init_state(self, enc_outputs, *args):
+        raise NotImplementedError
+
+    def forward(self, params, X, state, training=False):
+        raise NotImplementedError
+
+
+def _kind(layer):
+    return "concise" if isinstance(layer, NativeLayer) else "scratch"
+
+
+class Seq2SeqEncoder(Encoder):
+    """The RNN encoder: an embedding, then ``num_layers`` recurrent layers of ``cell`` (the GRU).
+
+    ``forward(params, X, *args)`` takes X (batch, num_steps) of token indices and returns
+    ``(outputs, state)``: the last layer's states at every step (num_steps, batch, num_hiddens) and
+    the final state of every layer (a tuple). ``dropout`` acts between the layers in training.
+    ``rnn`` is 'scratch' (the cell's equations, :mod:`d2lrnn.models`), 'concise' (the framework's own
+    layer) or a framework layer that reads ``embed_size`` features. ``reset_after`` picks the GRU's
+    form (default: the book's for scratch, the frameworks' for concise).
+    """
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
+                 cell="gru", reset_after=None, device=None):
+        self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(src_vocab))")
+        self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
+        self.rnn = recurrent_layer(rnn, cell, self.embed_size, num_hiddens, num_layers, dropout, reset_after)
+        self.num_hiddens, self.kind = self.rnn.num_hiddens, _kind(self.rnn)
+        self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
+            init_weights(self.rnn.shapes(), device)
+        self.param_names = ("embedding",) + self.rnn.names
+
+    def forward(self, params, X, *args, training=False):
+        E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
+        state = self.rnn.begin_state(ops.shape(X)[0])
+        return self.rnn.forward(params[1:], E, state, training)
+
+
+class Seq2SeqDecoder(Decoder):
+    """The RNN decoder: an embedding, recurrent layers reading [embedding, context], a dense layer.
+
+    ``init_state((outputs, state))`` gives ``(context,) + state``: the encoder's last-layer final H,
+    kept fixed, then the encoder's final state, from which the decoder's layers start (so they have
+    the encoder's ``num_hiddens`` and ``num_layers``). ``forward(params, X, state)`` takes X (batch,
+    num_steps) of target indices and returns the logits (batch, num_steps, vocab_size) and the new
+    state. ``rnn``, ``cell``, ``reset_after``: as for :class:`Seq2SeqEncoder`.
+    """
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
+                 cell="gru", reset_after=None, device=None):
+        self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(tgt_vocab))")
+        self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
+        num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
+        self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
+                                   reset_after)
+        self.num_hiddens, self.kind = self.rnn.num_hiddens, _kind(self.rnn)
+        self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
+            init_weights(self.rnn.shapes() + [(num_hiddens, self.vocab_size), (self.vocab_size,)], device)
+        self.param_names = ("embedding",) + self.rnn.names + ("W_hq", "b_q")
+
+    def init_state(self, enc_outputs, *args):
+        _, state = enc_outputs
+        context = state[-len(self.rnn.cell.state_names)]  # H of the last layer (LSTM: before its C)
+        return (context,) + tuple(state)
+
+    def forward(self, params, X, state, training=False):
+        context, rnn_state = state[0], tuple(state[1:])
+        E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
+        C = ops.zeros((ops.shape(E)[0], 1, 1)) + context  # the context at every step
+        Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
+        O = ops.matmul(ops.transpose(Hs, (1, 0, 2)), params[-2]) + params[-1]  # (batch, num_steps, vocab)
+        return O, (context,) + rnn_state
+
+
+class EncoderDecoder(_Module):
+    """An encoder and a decoder trained as one model: ``net(enc_X, dec_X, *args) -> (outputs, state)``.
+
+    ``params`` is the encoder's list followed by the decoder's (names ``encoder.*``, ``decoder.*``);
+    setting it sets theirs, so ``net.encoder(X)`` and ``net.decoder(Y, state)`` use the trained values.
+    """
+
+    def __init__(self, encoder, decoder):
+        for part, cls in ((encoder, Encoder), (decoder, Decoder)):
+            if not isinstance(part, cls):
+                raise ArgumentError("EncoderDecoder takes an Encoder and a Decoder, got "
+                                    f"{type(part).__name__} for the {cls.__name__.lower()}: subclass "
+                                    f"d2l.{cls.__name__}")
+        self.encoder, self.decoder = encoder, decoder
+
+    @property
+    def params(self):
+        return list(self.encoder.params) + list(self.decoder.params)
+
+    @params.setter
+    def params(self, params):
+        params = list(params)
+        n = len(self.encoder.params)
+        if len(params) != n + len(self.decoder.params):
+            raise ArgumentError(f"expected {n + len(self.decoder.params)} parameters "
+                                f"({n} encoder, {len(self.decoder.params)} decoder), got {len(params)}")
+        self.encoder.params, self.decoder.params = params[:n], params[n:]
+
+    @property
+    def param_names(self):
+        return tuple("encoder." + n for n in self.encoder.param_names) + \
+            tuple("decoder." + n for n in self.decoder.param_names)
+
+    def split(self, params):
+        """``params`` as (the encoder's, the decoder's)."""
+        n = len(self.encoder.params)
+        return list(params[:n]), list(params[n:])
+
+    def encode(self, params, enc_X, *args, training=False):
+        """The decoder's first state for source sentences ``enc_X``."""
+        enc_params, _ = self.split(params)
+        enc_outputs = self.encoder.forward(enc_params, enc_X, *args, training=training)
+        return self.decoder.init_state(enc_outputs, *args)
+
+    def decode(self, params, dec_X, state, training=False):
+        """``(outputs, new_state)`` of the decoder for inputs ``dec_X`` from ``state``."""
+        _, dec_params = self.split(params)
+        return self.decoder.forward(dec_params, dec_X, state, training=training)
+
+    def forward(self, params, enc_X, dec_X, *args, training=False):
+        state = self.encode(params, enc_X, *args, training=training)
+        return self.decode(params, dec_X, state, training=training)
+
+    @property
+    def kind(self):
+        return getattr(self.encoder, "kind", "custom")
+
+    def config(self):
+        """The settings that rebuild this model (see :func:`make_seq2seq`), or None for the reader's own."""
+        enc, dec = self.encoder, self.decoder
+        if not (isinstance(enc, Seq2SeqEncoder) and isinstance(dec, Seq2SeqDecoder)):
+            return None
+        layer = enc.rnn
+        return {"kind": "seq2seq", "rnn": enc.kind, "cell": layer.cell.name,
+                "src_vocab_size": enc.vocab_size, "tgt_vocab_size": dec.vocab_size,
+                "embed_size": enc.embed_size, "num_hiddens": enc.num_hiddens, "num_layers": layer.num_layers,
+                "dropout": layer.dropout, "reset_after": layer.cell.reset_after}
+
+
+def make_seq2seq(src_vocab_size, tgt_vocab_size, embed_size=32, num_hiddens=32, num_layers=2, dropout=0.1,
+                 rnn="scratch", cell="gru", reset_after=None, device=None):
+    """The chapter's model: ``EncoderDecoder(Seq2SeqEncoder(...), Seq2SeqDecoder(...))`` (defaults: the
+    book's sizes). The encoder's parameters are drawn first, then the decoder's."""
+    encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
+                             reset_after, device)
+    decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
+                             reset_after, device)
+    return EncoderDecoder(encoder, decoder)
