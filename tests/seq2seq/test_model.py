@@ -1,0 +1,192 @@
+"""The encoder-decoder: shapes, the equations by hand, the fixed context, scratch = concise, a reader's layer,
+parity with the NumPy reference."""
+
+import numpy as np
+import pytest
+
+import d2lrnn as d2l
+from d2lrnn import ops
+from d2lrnn.errors import ArgumentError
+from d2lrnn.seq2seq import EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, make_seq2seq
+from d2lrnn.seq2seq.loss import masked_token_loss
+from tests.models.test_rnn_concise import _readers_layer
+from tests.parity import assert_parity
+
+V_SRC, V_TGT, E, H = 10, 12, 8, 16
+
+
+def _tokens(rng, shape, V):
+    return ops.from_numpy(rng.integers(0, V, shape).astype(np.int64))
+
+
+def test_the_books_shapes_batch_4_steps_7_two_layers(rng):
+    encoder = Seq2SeqEncoder(V_SRC, E, H, num_layers=2)
+    X = _tokens(rng, (4, 7), V_SRC)
+    outputs, state = encoder(X)
+    assert ops.shape(outputs) == (7, 4, H)
+    assert [ops.shape(s) for s in state] == [(4, H), (4, H)]
+    decoder = Seq2SeqDecoder(V_TGT, E, H, num_layers=2)
+    dec_state = decoder.init_state((outputs, state))
+    Y, new_state = decoder(_tokens(rng, (4, 7), V_TGT), dec_state)
+    assert ops.shape(Y) == (4, 7, V_TGT)
+    assert len(new_state) == 3 and [ops.shape(s) for s in new_state] == [(4, H)] * 3
+    assert encoder.param_names[:4] == ("embedding", "W_xz", "W_hz", "b_z")
+    assert decoder.param_names[-2:] == ("W_hq", "b_q")
+    shapes = {n: tuple(ops.shape(p)) for n, p in decoder.named_params().items()}
+    assert shapes["embedding"] == (V_TGT, E) and shapes["W_xz"] == (E + H, H) and shapes["l1.W_xz"] == (H, H)
+    assert shapes["b_hh"] == (H,)  # the frameworks' (reset-after) GRU form by default
+
+
+def test_the_starting_weights_xavier_zero_biases_unit_embeddings():
+    net = make_seq2seq(300, 400, 64, 64, 2, 0.0)
+    named = {n: ops.to_numpy(p) for n, p in net.named_params().items()}
+    W = named["decoder.W_xz"]  # (E + h, h)
+    bound = np.sqrt(6 / sum(W.shape))
+    assert np.abs(W).max() <= bound and np.abs(W).max() > 0.9 * bound
+    assert not named["encoder.b_z"].any() and not named["decoder.b_q"].any()
+    assert abs(named["encoder.embedding"].std() - 1) < 0.02
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _gru_step(X, Hp, p):
+    """One reset-after GRU step in NumPy from the book-layout parameters ``p`` (a dict)."""
+    Z = _sigmoid(X @ p["W_xz"] + Hp @ p["W_hz"] + p["b_z"])
+    R = _sigmoid(X @ p["W_xr"] + Hp @ p["W_hr"] + p["b_r"])
+    H_tilde = np.tanh(X @ p["W_xh"] + p["b_h"] + R * (Hp @ p["W_hh"] + p["b_hh"]))
+    return Z * Hp + (1 - Z) * H_tilde
+
+
+def _by_hand(net, X, Y_in):
+    """The one-layer model's logits, computed from the equations in the module docstring with NumPy."""
+    named = {n: ops.to_numpy(p).astype(np.float64) for n, p in net.named_params().items()}
+    enc = {n[8:]: v for n, v in named.items() if n.startswith("encoder.")}
+    dec = {n[8:]: v for n, v in named.items() if n.startswith("decoder.")}
+    Hs = np.zeros((X.shape[0], H))
+    for t in range(X.shape[1]):
+        Hs = _gru_step(enc["embedding"][X[:, t]], Hs, enc)
+    context, S, logits = Hs, Hs, []
+    for t in range(Y_in.shape[1]):
+        S = _gru_step(np.concatenate([dec["embedding"][Y_in[:, t]], context], 1), S, dec)
+        logits.append(S @ dec["W_hq"] + dec["b_q"])
+    return np.stack(logits, 1)
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+def test_one_layer_model_equals_the_equations_by_hand(rng, rnn):
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0, rnn=rnn)
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]  # non-zero biases too
+    X, Y_in = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4))
+    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in))
+    np.testing.assert_allclose(ops.to_numpy(Y_hat), _by_hand(net, X, Y_in), rtol=1e-4, atol=1e-5)
+
+
+def test_decoding_step_by_step_equals_decoding_at_once_and_the_context_stays(rng):
+    """What prediction does (one token at a time, carrying the state) is what training computes at once;
+    the context is the encoder's last-layer final state at every step, not the decoder's."""
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0)
+    X, Y_in = _tokens(rng, (3, 6), V_SRC), rng.integers(0, V_TGT, (3, 5))
+    state = net.encode(net.params, X)
+    context = ops.to_numpy(state[0])
+    np.testing.assert_array_equal(context, ops.to_numpy(net.encoder(X)[1][-1]))
+    at_once, _ = net.decode(net.params, ops.from_numpy(Y_in), state)
+    steps = []
+    for t in range(5):
+        Y, state = net.decode(net.params, ops.from_numpy(Y_in[:, t:t + 1]), state)
+        steps.append(ops.to_numpy(Y)[:, 0])
+        np.testing.assert_array_equal(ops.to_numpy(state[0]), context)
+    np.testing.assert_allclose(np.stack(steps, 1), ops.to_numpy(at_once), rtol=1e-5, atol=1e-6)
+
+
+def _loss_and_grads(net, X, X_valid_len, Y, Y_valid_len):
+    def loss(params):
+        Y_hat, _ = net.forward(params, X, Y, X_valid_len)
+        return masked_token_loss(Y_hat, Y, Y_valid_len)
+
+    value, grads = ops.value_and_grad(loss)(net.params)
+    return float(ops.to_numpy(value)), [ops.to_numpy(g) for g in grads]
+
+
+def _batch(rng, batch=4, steps=6):
+    return (ops.from_numpy(rng.integers(0, V_SRC, (batch, steps))), ops.from_numpy(np.array([6, 3, 1, 4])),
+            ops.from_numpy(rng.integers(0, V_TGT, (batch, steps))), ops.from_numpy(np.array([2, 6, 5, 1])))
+
+
+def test_scratch_and_concise_agree_from_the_same_weights(rng):
+    """Outputs, loss and every gradient to 1e-5: the framework's own layer computes the same model."""
+    scratch = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, rnn="scratch")
+    d2l.manual_seed(1)
+    concise = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, rnn="concise")
+    assert concise.param_names == scratch.param_names
+    concise.params = scratch.params
+    X, X_valid_len, Y, Y_valid_len = _batch(rng)
+    out_s, out_c = scratch(X, Y, X_valid_len)[0], concise(X, Y, X_valid_len)[0]
+    np.testing.assert_allclose(ops.to_numpy(out_c), ops.to_numpy(out_s), rtol=1e-5, atol=1e-5)
+    loss_s, grads_s = _loss_and_grads(scratch, X, X_valid_len, Y, Y_valid_len)
+    loss_c, grads_c = _loss_and_grads(concise, X, X_valid_len, Y, Y_valid_len)
+    assert loss_c == pytest.approx(loss_s, rel=1e-5)
+    for name, gs, gc in zip(scratch.param_names, grads_s, grads_c):
+        np.testing.assert_allclose(gc, gs, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_the_books_gru_form_is_available_and_differs(rng):
+    book = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0, reset_after=False)
+    assert "decoder.b_hh" not in book.param_names
+    cudnn = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0)
+    X, Y = _tokens(rng, (2, 4), V_SRC), _tokens(rng, (2, 4), V_TGT)
+    assert ops.shape(book(X, Y)[0]) == ops.shape(cudnn(X, Y)[0])
+
+
+def test_a_gru_layer_the_reader_built(backend, rng):
+    """torch.nn.GRU(E + h, h, 2), a keras GRU stack, gluon's GRU: the decoder computes the scratch model
+    with them from the same weights; a layer of the wrong input size is refused in one line."""
+    native = _readers_layer(backend, "gru", 2, False, E + H, H)
+    if native is None:  # numpy has no framework layers: refused in one line
+        with pytest.raises(ArgumentError, match="no framework layers"):
+            Seq2SeqDecoder(V_TGT, E, H, 2, rnn=object())
+        return
+    decoder = Seq2SeqDecoder(V_TGT, E, H, 2, rnn=native)
+    scratch = Seq2SeqDecoder(V_TGT, E, H, 2, rnn="scratch")
+    decoder.params = scratch.params
+    encoder = Seq2SeqEncoder(V_SRC, E, H, 2)
+    state = scratch.init_state(encoder(_tokens(rng, (3, 5), V_SRC)))
+    Y_in = _tokens(rng, (3, 4), V_TGT)
+    np.testing.assert_allclose(ops.to_numpy(decoder(Y_in, state)[0]), ops.to_numpy(scratch(Y_in, state)[0]),
+                               rtol=1e-5, atol=1e-5)
+    if backend == "tensorflow":  # keras layers take their input size from the first call: nothing to check
+        return
+    wrong = _readers_layer(backend, "gru", 2, False, E, H)
+    with pytest.raises(ArgumentError, match=f"build it with input size {E + H}"):
+        Seq2SeqDecoder(V_TGT, E, H, 2, rnn=wrong)
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(ArgumentError, match="'scratch'"):
+        Seq2SeqEncoder(V_SRC, E, H, rnn="fast")
+    with pytest.raises(ArgumentError, match="EncoderDecoder takes an Encoder and a Decoder"):
+        EncoderDecoder(Seq2SeqEncoder(V_SRC, E, H), object())
+    with pytest.raises(ArgumentError, match="embed_size"):
+        Seq2SeqEncoder(V_SRC, 0, H)
+    with pytest.raises(ArgumentError, match="dropout"):
+        make_seq2seq(V_SRC, V_TGT, E, H, 2, dropout=1.5)
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0)
+    with pytest.raises(ArgumentError, match="expected"):
+        net.params = net.params[:-1]
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+def test_outputs_and_gradients_equal_the_numpy_reference(rnn):
+    """The same seed draws the same weights on every backend, and the model computes the same numbers."""
+    rng = np.random.default_rng(3)
+    X, Y = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 5))
+
+    def run(X, Y):
+        d2l.manual_seed(0)
+        net = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, rnn=rnn)
+        Y_hat, state = net(X, Y)
+        return (Y_hat,) + tuple(state)
+
+    assert_parity(run, [X, Y])
