@@ -11,6 +11,11 @@ Files are written to a temporary file in the target's folder, synced, then renam
 the target (:func:`atomic_write`): a crash leaves either the old file or the new one.
 Loading checks every field (float32 arrays, all finite, shapes that match the sizes and the
 vocabulary, settings that are mappings) and says in one line what is wrong.
+
+Translation models (:mod:`d2lrnn.seq2seq.checkpoint`) are saved in the same container, with kind
+``seq2seq``, through the pieces here that are not about language models: :func:`packed_writer`,
+:func:`write_checkpoint`, :func:`read_checkpoint`, :func:`check_version`, :func:`check_fields`,
+:func:`check_arrays`, :func:`read_vocab` and :func:`load_optimizer_state`.
 """
 
 import json
@@ -26,11 +31,14 @@ from .errors import CheckpointError, D2LRNNError
 from .models import RecurrentStack, make_model
 
 __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer",
-           "load_optimizer_state", "atomic_write"]
+           "load_optimizer_state", "checkpoint_kind", "atomic_write"]
 
 #: Bumped when the layout changes so that an older reader refuses what it cannot read.
 FORMAT_VERSION = 2
 FORMAT_NAME = "d2lrnn-checkpoint"
+#: The metadata ``kind`` of a translation model's checkpoint (:mod:`d2lrnn.seq2seq.checkpoint`), which
+#: shares this container: the language-model loader refuses it, naming ``d2lrnn translate``.
+SEQ2SEQ_KIND = "seq2seq"
 #: The parameters of a format-1 checkpoint (a one-layer RNN).
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
 #: The model settings a checkpoint records (``net.config()``), with their format-1 defaults.
@@ -78,9 +86,17 @@ def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None, optim
     if net.kind == "custom":
         raise CheckpointError("a model built from your own get_params/forward functions cannot be saved: "
                               "build it with d2l.make_model (or d2l's get_*_params and cells) to save it")
-    arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
-              for name, p in zip(net.param_names, net.scratch_params(), strict=True)}
     meta = _metadata(net, vocab, hparams, history, resume)
+    return packed_writer(net.param_names, net.scratch_params(), meta, optimizer_state)
+
+
+def packed_writer(names, params, meta, optimizer_state=None):
+    """``write(file)`` of a checkpoint: the tensors ``params`` as float32 NumPy arrays under ``names``,
+    the optimizer's state (if any) as ``optimizer.0``, ``optimizer.1``, ..., and ``meta`` as JSON.
+    Every value is copied now, so training may go on before the file is written."""
+    arrays = {name: np.asarray(ops.to_numpy(p), dtype=np.float32)
+              for name, p in zip(names, params, strict=True)}
+    meta = dict(meta)
     if optimizer_state is not None:
         opt_arrays = [np.asarray(a, dtype=np.float32) for a in optimizer_state["arrays"]]
         meta["optimizer"] = {"name": optimizer_state["optimizer"], "t": int(optimizer_state["t"]),
@@ -97,8 +113,12 @@ def save_checkpoint(path, net, vocab, hparams=None, history=None):
     ``hparams`` and ``history`` are dicts of JSON-friendly values (other values are stored as
     their ``str``). The file is replaced atomically; returns its path.
     """
-    path = _as_path(path)
-    write = checkpoint_writer(net, vocab, hparams, history)
+    path = as_path(path)
+    return write_checkpoint(path, checkpoint_writer(net, vocab, hparams, history))
+
+
+def write_checkpoint(path, write):
+    """Write a checkpoint through ``write(file)`` atomically to ``path``; one line if it cannot be written."""
     try:
         return atomic_write(path, write)
     except OSError as err:
@@ -106,27 +126,31 @@ def save_checkpoint(path, net, vocab, hparams=None, history=None):
                               "check that its folder exists and is writable") from None
 
 
-def _as_path(path):
+def as_path(path):
+    """``path`` as a :class:`pathlib.Path`, or one line if it is not a file name."""
     if not isinstance(path, (str, pathlib.PurePath)) or not str(path):
         raise CheckpointError(f"a checkpoint path must be a file name such as 'model.npz', got {path!r}")
     return pathlib.Path(path)
 
 
-def _read(path):
-    """The metadata dict and the five arrays of the checkpoint file ``path``."""
+def read_checkpoint(path, made_by="d2lrnn train"):
+    """The metadata dict and the parameter arrays of the checkpoint file ``path`` (not yet checked).
+
+    ``made_by`` is the command that writes such files, for the messages.
+    """
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder: pass the file in it, "
                               f"e.g. {path / 'model.npz'}")
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist: check the path, "
-                              "or train a model with `d2lrnn train`")
+                              f"or train a model with `{made_by}`")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} is not a regular file (a device or pipe): "
-                              "pass a model.npz written by `d2lrnn train`")
+                              f"pass a model.npz written by `{made_by}`")
     torn = f"checkpoint {path} is truncated or corrupt ({{}}): save it again or use another copy"
     if path.stat().st_size == 0:  # NumPy versions disagree on the error an empty file raises
         raise CheckpointError(torn.format("empty file"))
-    not_ours = f"{path} is not a d2lrnn checkpoint: pass a model.npz written by `d2lrnn train`"
+    not_ours = f"{path} is not a d2lrnn checkpoint: pass a model.npz written by `{made_by}`"
     try:
         data = np.load(path, allow_pickle=False)
         if not isinstance(data, np.lib.npyio.NpzFile):  # a lone .npy array
@@ -154,7 +178,8 @@ def _read(path):
     return meta, arrays
 
 
-def _check_version(path, meta):
+def check_version(path, meta):
+    """Refuse a checkpoint without a valid format version, or one newer than this d2lrnn reads."""
     version = meta.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise CheckpointError(f"checkpoint {path} has no valid format version: save it again")
@@ -182,18 +207,27 @@ _META_TYPES = {
 }
 
 
+def check_fields(path, meta, types, sizes=()):
+    """Every field of ``meta`` of the type ``types`` gives (``{key: (types, what)}``; a bool is not a
+    number), and the fields ``sizes`` at least 1."""
+    for key, (kinds, what) in types.items():
+        value = meta.get(key)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is not bool):
+            raise CheckpointError(f"checkpoint {path} is corrupt: its {key!r} is {type(value).__name__}, "
+                                  f"not {what}: save it again")
+    for key in sizes:
+        if meta[key] < 1:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}: save it again")
+
+
 def _check_meta(path, meta):
+    if meta.get("kind") == SEQ2SEQ_KIND:
+        raise CheckpointError(f"checkpoint {path} holds a translation model (seq2seq), not a language model: "
+                              f"translate with `d2lrnn translate SENTENCE --checkpoint {path}`")
     if meta.get("format_version") == 1:  # before cells and layers: a one-layer RNN
         meta.update({k: v for k, v in MODEL_DEFAULTS.items() if k not in meta})
     meta.update({k: v for k, v in ADDED_MODEL_SETTINGS.items() if k not in meta})
-    for key, (types, what) in _META_TYPES.items():
-        value = meta.get(key)
-        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-            raise CheckpointError(f"checkpoint {path} is corrupt: its {key!r} is {type(value).__name__}, "
-                                  f"not {what}: save it again")
-    for key in ("vocab_size", "num_hiddens", "num_layers"):
-        if meta[key] < 1:
-            raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}: save it again")
+    check_fields(path, meta, _META_TYPES, sizes=("vocab_size", "num_hiddens", "num_layers"))
 
 
 def _expected_shapes(path, meta):
@@ -213,44 +247,52 @@ def _expected_shapes(path, meta):
     return dict(zip(names, shapes))
 
 
-def _check_arrays(path, meta, arrays):
-    """The parameters the model needs, float32, of the shapes the sizes give, every value finite."""
-    expected = _expected_shapes(path, meta)
+def check_arrays(path, arrays, expected, model, sizes):
+    """The parameters ``expected`` (``{name: shape}``, in order), float32, every value finite.
+
+    ``model`` names the model (``a 2-layer gru model``) and ``sizes`` the sizes the shapes come
+    from (``vocab 28 and 4 hidden units``), for the messages.
+    """
     if list(arrays) != list(expected):
         missing = [n for n in expected if n not in arrays]
         what = f"lacks {', '.join(missing)}" if missing else \
             f"holds {', '.join(n for n in arrays if n not in expected) or 'its parameters in another order'}"
-        raise CheckpointError(f"checkpoint {path} is corrupt: it {what} for a {meta['num_layers']}-layer "
-                              f"{meta['cell']} model: save it again")
-    V, h = meta["vocab_size"], meta["num_hiddens"]
+        raise CheckpointError(f"checkpoint {path} is corrupt: it {what} for {model}: save it again")
     for name, a in arrays.items():
         if a.dtype != np.float32:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} holds {a.dtype} values, not "
                                   "float32: save it again with d2lrnn")
         if a.shape != expected[name]:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name} has shape {a.shape}, expected "
-                                  f"{expected[name]} for vocab {V} and {h} hidden units: save it again")
+                                  f"{expected[name]} for {sizes}: save it again")
         bad = a.size - int(np.isfinite(a).sum())
         if bad:
             raise CheckpointError(f"checkpoint {path} holds {bad} NaN or infinite values in {name}: it is "
                                   "from a diverged run or damaged; use the run's best checkpoint (model.npz)")
 
 
+def read_vocab(path, saved, size, name="vocabulary"):
+    """The :class:`Vocab` stored as ``saved`` (its ``to_dict()``), which must hold ``size`` tokens."""
+    try:
+        vocab = Vocab.from_dict(saved)
+    except (KeyError, TypeError, D2LRNNError) as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt (bad {name}: {err}): save it again") from None
+    if len(vocab) != size:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its {name} has {len(vocab)} tokens but "
+                              f"the model {size}: save it again")
+    return vocab
+
+
 def _validated(path):
     """The metadata and arrays of a checkpoint, every field checked; one CheckpointError line if not."""
-    path = _as_path(path)
-    meta, arrays = _read(path)
-    _check_version(path, meta)
+    path = as_path(path)
+    meta, arrays = read_checkpoint(path)
+    check_version(path, meta)
     _check_meta(path, meta)
-    _check_arrays(path, meta, arrays)
-    try:
-        vocab = Vocab.from_dict(meta["vocab"])
-    except (KeyError, TypeError, D2LRNNError) as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt (bad vocabulary: {err}): "
-                              "save it again") from None
-    if len(vocab) != meta["vocab_size"]:
-        raise CheckpointError(f"checkpoint {path} is corrupt: its vocabulary has {len(vocab)} tokens but "
-                              f"the model {meta['vocab_size']}: save it again")
+    check_arrays(path, arrays, _expected_shapes(path, meta),
+                 f"a {meta['num_layers']}-layer {meta['cell']} model",
+                 f"vocab {meta['vocab_size']} and {meta['num_hiddens']} hidden units")
+    vocab = read_vocab(path, meta["vocab"], meta["vocab_size"])
     return path, meta, arrays, vocab
 
 
@@ -260,11 +302,18 @@ def checkpoint_info(path):
     return {key: meta.get(key) for key in INFO_KEYS}
 
 
+def checkpoint_kind(path):
+    """``'seq2seq'`` for a translation model's checkpoint, ``'lm'`` for a language model's (read, not
+    checked: for choosing the loader and the message)."""
+    meta, _ = read_checkpoint(as_path(path))
+    return "seq2seq" if meta.get("kind") == SEQ2SEQ_KIND else "lm"
+
+
 def load_optimizer_state(path):
     """The optimizer state a run's ``last.npz`` holds (:meth:`d2lrnn.train.Updater.state_dict`'s
     form), or None if it holds none (SGD runs, and runs saved before optimizers had state)."""
-    path = _as_path(path)
-    meta, _ = _read(path)
+    path = as_path(path)
+    meta, _ = read_checkpoint(path)
     saved = meta.get("optimizer")
     if saved is None:
         return None
@@ -290,7 +339,8 @@ def load_checkpoint(path, device=None):
     ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (the state
     a run folder's ``last.npz`` keeps for ``d2lrnn train --resume``, else None). Every array
     must be float32, finite and of the shape the metadata gives; anything else is a
-    :class:`CheckpointError`.
+    :class:`CheckpointError`. A translation model's checkpoint is refused: load it with
+    :func:`d2lrnn.seq2seq.checkpoint.load_seq2seq_checkpoint`.
     """
     path, meta, arrays, vocab = _validated(path)
     try:
