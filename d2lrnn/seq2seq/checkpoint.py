@@ -1,0 +1,208 @@
+"""Checkpoints of translation models: an encoder-decoder with both vocabularies, in d2lrnn's ``.npz`` file.
+
+The container is the language models' (:mod:`d2lrnn.checkpoint`): the parameters as float32 arrays
+under their names (``encoder.embedding``, ``encoder.W_xz``, ..., ``decoder.W_hq``, ``decoder.b_q``),
+the optimizer's running averages as ``optimizer.0``, ``optimizer.1``, ... (a run's ``last.npz``),
+and one JSON string of metadata with kind ``seq2seq``: the model's settings
+(:meth:`~d2lrnn.seq2seq.model.EncoderDecoder.config`), ``num_steps`` (the sentence length the model
+was trained on, which translation pads and cuts to), the source and target vocabularies,
+hyperparameters, training history and the state to resume a run from. No framework objects and
+no pickles: a model trained on one backend loads on any other.
+
+Loading checks every field (types and sizes of the settings, parameters of the shapes the settings
+give, float32, all finite, vocabularies of the model's sizes holding ``<pad>``, ``<bos>`` and
+``<eos>``) and says in one line what is wrong; a language model's checkpoint is refused with the
+command that reads it (``d2lrnn generate``).
+"""
+
+from .. import checks, ops
+from ..backends import backend_name, generator_state_kept
+from ..checkpoint import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    SEQ2SEQ_KIND,
+    as_path,
+    check_arrays,
+    check_fields,
+    check_version,
+    packed_writer,
+    read_checkpoint,
+    read_vocab,
+    write_checkpoint,
+)
+from ..data.translation import RESERVED
+from ..errors import CheckpointError, D2LRNNError
+from ..models.stack import RecurrentStack
+from .model import RNN_KINDS, EncoderDecoder, make_seq2seq
+
+__all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
+           "seq2seq_checkpoint_info", "parameter_shapes"]
+
+#: The command that writes translation checkpoints (for the messages).
+MADE_BY = "d2lrnn translate-train"
+#: What ``info`` holds (see :func:`load_seq2seq_checkpoint`).
+INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "dropout", "reset_after",
+             "num_steps", "backend", "format_version", "d2lrnn_version", "hparams", "history", "resume")
+
+#: What each metadata field must be: (types, what to call it in an error).
+_META_TYPES = {
+    "rnn": (str, "a model name"),
+    "cell": (str, "a cell name"),
+    "src_vocab_size": (int, "a whole number"),
+    "tgt_vocab_size": (int, "a whole number"),
+    "embed_size": (int, "a whole number"),
+    "num_hiddens": (int, "a whole number"),
+    "num_layers": (int, "a whole number"),
+    "dropout": ((int, float), "a number"),
+    "reset_after": (bool, "true or false"),
+    "num_steps": (int, "a whole number"),
+    "src_vocab": (dict, "a mapping"),
+    "tgt_vocab": (dict, "a mapping"),
+    "hparams": (dict, "a mapping of settings"),
+    "history": (dict, "a mapping of lists"),
+    "resume": ((dict, type(None)), "a mapping"),
+}
+_SIZES = ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers", "num_steps")
+
+
+def _missing_reserved(vocab):
+    """The reserved tokens (``<pad>``, ``<bos>``, ``<eos>``) that ``vocab`` lacks: translation needs them."""
+    return [token for token in RESERVED if token not in vocab]
+
+
+def seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams=None, history=None, resume=None,
+                              optimizer_state=None):
+    """A function ``write(file)`` that writes the checkpoint of the encoder-decoder ``net`` as it is now.
+
+    ``net`` must be built by :func:`~d2lrnn.seq2seq.model.make_seq2seq` (or its two parts); the
+    vocabularies are the ones it was trained with and ``num_steps`` the sentence length. The
+    parameters are copied at once, so training may go on before the file is written. ``resume``
+    (plain data) and ``optimizer_state`` (:meth:`d2lrnn.train.Updater.state_dict`) are what a run's
+    ``last.npz`` keeps to continue; read them back with ``info["resume"]`` and
+    :func:`d2lrnn.checkpoint.load_optimizer_state`.
+    """
+    from .. import __version__
+
+    config = net.config() if isinstance(net, EncoderDecoder) else None
+    if config is None:
+        raise CheckpointError(f"{type(net).__name__} cannot be saved as a translation model: build it with "
+                              "d2l.make_seq2seq (Seq2SeqEncoder and Seq2SeqDecoder) to save it")
+
+    for name, vocab, size in (("source", src_vocab, config["src_vocab_size"]),
+                              ("target", tgt_vocab, config["tgt_vocab_size"])):
+        problem = f"has {len(vocab)} tokens but the model {size}" if len(vocab) != size else \
+            f"lacks {', '.join(missing)}" if (missing := _missing_reserved(vocab)) else None
+        if problem:
+            raise CheckpointError(f"the {name} vocabulary {problem}: save the vocabularies the model was "
+                                  "trained with")
+    num_steps = checks.positive_int("num_steps", num_steps, " (the sentence length the model was trained on)")
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **config, "num_steps": num_steps,
+            "param_names": list(net.param_names), "src_vocab": src_vocab.to_dict(),
+            "tgt_vocab": tgt_vocab.to_dict(), "hparams": dict(hparams or {}), "history": dict(history or {}),
+            "backend": backend_name(), "d2lrnn_version": __version__}
+    if resume is not None:
+        meta["resume"] = dict(resume)
+    return packed_writer(net.param_names, net.params, meta, optimizer_state)
+
+
+def save_seq2seq_checkpoint(path, net, src_vocab, tgt_vocab, num_steps, hparams=None, history=None):
+    """Save the encoder-decoder ``net``, its vocabularies, ``num_steps``, ``hparams`` and ``history`` to the
+    ``.npz`` file ``path``, replaced atomically; returns its path."""
+    path = as_path(path)
+    return write_checkpoint(path, seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams,
+                                                            history))
+
+
+def _check_kind(path, meta):
+    kind = meta.get("kind")
+    if kind == SEQ2SEQ_KIND:
+        return
+    if kind in ("scratch", "concise", "rnn_scratch", "rnn_concise"):
+        raise CheckpointError(f"checkpoint {path} holds a language model, not a translation model: "
+                              f"continue text with `d2lrnn generate --checkpoint {path}`, or train a "
+                              f"translation model with `{MADE_BY}`")
+    raise CheckpointError(f"checkpoint {path} holds a {kind!r} model, not a translation model: pass a "
+                          f"model.npz written by `{MADE_BY}`")
+
+
+def parameter_shapes(config):
+    """``{name: shape}`` of the parameters of the encoder-decoder that ``config`` describes (the form of
+    :meth:`~d2lrnn.seq2seq.model.EncoderDecoder.config`), without building it: the encoder's embedding
+    and recurrent layers, then the decoder's (reading the embedding and the context) and its dense
+    layer. Settings no model has raise :class:`d2lrnn.ArgumentError`."""
+    E, h, L = config["embed_size"], config["num_hiddens"], config["num_layers"]
+    enc, dec = (RecurrentStack(config["cell"], n, h, L, False, config["dropout"], config["reset_after"])
+                for n in (E, E + h))
+    V_src, V_tgt = config["src_vocab_size"], config["tgt_vocab_size"]
+    shapes = {"encoder.embedding": (V_src, E)}
+    shapes.update({f"encoder.{n}": s for n, s in zip(enc.names, enc.shapes())})
+    shapes["decoder.embedding"] = (V_tgt, E)
+    shapes.update({f"decoder.{n}": s for n, s in zip(dec.names, dec.shapes())})
+    shapes.update({"decoder.W_hq": (h, V_tgt), "decoder.b_q": (V_tgt,)})
+    return shapes
+
+
+def _expected_shapes(path, meta):
+    """:func:`parameter_shapes` of the model a checkpoint's metadata describes, or one line saying why
+    this d2lrnn cannot build it."""
+    if meta["rnn"] not in RNN_KINDS:
+        raise CheckpointError(f"checkpoint {path} holds a {meta['rnn']!r} translation model, which this "
+                              f"d2lrnn cannot build (it knows {' and '.join(map(repr, RNN_KINDS))}): "
+                              "upgrade d2lrnn")
+    try:
+        return parameter_shapes(meta)
+    except D2LRNNError as err:
+        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
+                              "upgrade d2lrnn, or save it again") from None
+
+
+def _validated(path):
+    """The metadata, arrays and vocabularies of a translation checkpoint, every field checked."""
+    path = as_path(path)
+    meta, arrays = read_checkpoint(path, MADE_BY)
+    check_version(path, meta)
+    _check_kind(path, meta)
+    check_fields(path, meta, _META_TYPES, _SIZES)
+    check_arrays(path, arrays, _expected_shapes(path, meta),
+                 f"a {meta['num_layers']}-layer {meta['cell']} encoder-decoder",
+                 f"vocabularies {meta['src_vocab_size']} and {meta['tgt_vocab_size']}, embedding "
+                 f"{meta['embed_size']} and {meta['num_hiddens']} hidden units")
+    vocabs = []
+    for name, key in (("source", "src"), ("target", "tgt")):
+        vocab = read_vocab(path, meta[f"{key}_vocab"], meta[f"{key}_vocab_size"], f"{name} vocabulary")
+        if missing := _missing_reserved(vocab):
+            raise CheckpointError(f"checkpoint {path} is corrupt: its {name} vocabulary lacks "
+                                  f"{', '.join(missing)}: save it again")
+        vocabs.append(vocab)
+    return path, meta, arrays, *vocabs
+
+
+def seq2seq_checkpoint_info(path):
+    """The ``info`` dict of a translation checkpoint (see :func:`load_seq2seq_checkpoint`), checked,
+    without building the model."""
+    meta = _validated(path)[1]
+    return {key: meta.get(key) for key in INFO_KEYS}
+
+
+def load_seq2seq_checkpoint(path, device=None):
+    """Load a translation checkpoint on the active backend; return ``(net, src_vocab, tgt_vocab, info)``.
+
+    ``net`` is a new encoder-decoder of the saved settings holding the saved parameters; ``info``
+    has the model's settings (``rnn``, ``cell``, ``embed_size``, ``num_hiddens``, ``num_layers``,
+    ``dropout``, ``reset_after``), ``num_steps``, ``backend`` (where it was saved),
+    ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (None but in a
+    run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line.
+    """
+    path, meta, arrays, src_vocab, tgt_vocab = _validated(path)
+    try:
+        with generator_state_kept():  # the initial draw is overwritten: leave the seed alone
+            net = make_seq2seq(meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"],
+                               meta["num_hiddens"], meta["num_layers"], meta["dropout"], meta["rnn"],
+                               meta["cell"], meta["reset_after"], device)
+    except D2LRNNError as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
+    if list(net.param_names) != list(arrays):
+        raise CheckpointError(f"checkpoint {path} names its parameters differently from this d2lrnn's "
+                              "encoder-decoder: save it again with this version")
+    net.params = [ops.from_numpy(a, device=device) for a in arrays.values()]
+    return net, src_vocab, tgt_vocab, {key: meta.get(key) for key in INFO_KEYS}
