@@ -4,6 +4,8 @@ d2lrnn's scratch and concise models against each framework's plain training loop
     tox --notest                          # once: creates .tox/<backend> environments
     python bench/bench_seq2seq.py         # about 12 minutes on 2 cores; writes the seq2seq-speed section
     python bench/bench_seq2seq.py --backends torch --rounds 3       # the torch rows only
+    python bench/bench_seq2seq.py --backends torch --models scratch reference --steps 20 --rounds 1 --profile
+                                          # where the time goes (torch.profiler; cProfile elsewhere)
 
 The model (issue 14): embedding 256, 256 hidden units, 2 GRU layers (the reset-after form of cuDNN,
 d2lrnn's seq2seq default), dropout 0.2 between layers, the context concatenated to the decoder's
@@ -152,9 +154,34 @@ def d2lrnn_step(model, config, info, tgt_vocab):
     return step, lambda batch: tuple(ops.from_numpy(a) for a in batch)
 
 
-def measure(model, config, framework=None):
+def profile_steps(step, batches, backend, count, top=25):
+    """The operations that take the time of ``count`` more steps: torch.profiler's table on torch
+    (self CPU time per ATen op), cProfile's (time per Python function) elsewhere."""
+    if backend == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(count):
+                step(batches[i % len(batches)])
+        return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(count):
+        step(batches[i % len(batches)])
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def measure(model, config, framework=None, profile=False):
     """One row in this process: ``model`` 'scratch'/'concise' on the active d2lrnn backend, or
-    'reference': ``framework``'s plain loop."""
+    'reference': ``framework``'s plain loop. ``profile``: then profile as many steps again and
+    print where their time goes (to stderr)."""
     batches, info, tgt_vocab = load_batches(config)
     if model == "reference":
         from bench.seq2seq_reference import make_seq2seq_reference
@@ -173,6 +200,9 @@ def measure(model, config, framework=None):
     tokens = [int(b[3].sum()) for b in batches[:needed]]
     times, count, warm, losses = time_steps(step, tensors, tokens, config["warmup"], config["steps"])
     seconds = sum(times)
+    if profile:
+        print(f"{backend} {model}: {config['steps']} steps profiled\n"
+              f"{profile_steps(step, tensors, backend, config['steps'])}", file=sys.stderr)
     return {
         "backend": backend,
         "model": model,
@@ -224,13 +254,15 @@ def child_env(backend, model, threads):
     return env
 
 
-def run_child(python, backend, model, config, threads):
+def run_child(python, backend, model, config, threads, profile=False):
     """One row measured in a fresh process of ``python``."""
     command = [python, str(pathlib.Path(__file__).resolve()), "--single", model, "--backend", backend,
-               "--threads", str(threads), *config_args(config)]
+               "--threads", str(threads), *config_args(config), *(["--profile"] if profile else [])]
     out = subprocess.run(command, capture_output=True, text=True, env=child_env(backend, model, threads))
     if out.returncode != 0:
         raise SystemExit(f"{backend} {model} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    if profile:
+        print(out.stderr[out.stderr.find(f"{backend} {model}: "):], file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -349,6 +381,9 @@ def parse_args(argv):
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS,
                         help="the file whose seq2seq-speed section is written (default bench/RESULTS.md)")
     parser.add_argument("--no-write", action="store_true", help="print the section without writing it")
+    parser.add_argument("--profile", action="store_true",
+                        help="after timing, profile --steps more steps of each row and print where the time "
+                             "goes (torch.profiler on torch, cProfile elsewhere); nothing is written")
     parser.add_argument("--single", choices=MODELS, help=argparse.SUPPRESS)  # a child: one row, one JSON line
     parser.add_argument("--backend", choices=BACKENDS, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -360,7 +395,7 @@ def main(argv=None):
     config = {name: getattr(args, name) for name in CONFIG}
     if args.single:
         set_threads(args.single, args.backend, args.threads)
-        print(json.dumps(measure(args.single, config, framework=args.backend)))
+        print(json.dumps(measure(args.single, config, framework=args.backend, profile=args.profile)))
         return None
     pairs = []
     for backend in args.backends:
@@ -377,14 +412,14 @@ def main(argv=None):
     for r in range(args.rounds):
         for backend, model, python in pairs:
             print(f"round {r + 1}/{args.rounds}: {backend} {model} ...", file=sys.stderr, flush=True)
-            row = run_child(python, backend, model, config, args.threads)
+            row = run_child(python, backend, model, config, args.threads, args.profile)
             print(f"    {row['tokens_per_sec']:,.0f} tokens/s", file=sys.stderr, flush=True)
             results[backend, model].append(row)
     rows = [best_of(results[b, m]) for b, m, _ in pairs]
     command = shlex.join(["python", "bench/bench_seq2seq.py", *argv])
     text = report(rows, config, args.rounds, args.threads, command, (time.perf_counter() - started) / 60)
     print(text)
-    if not args.no_write:
+    if not (args.no_write or args.profile):  # a profiling run is for reading, not for the record
         write_section(SECTION, text, args.out)
         print(f"wrote the {SECTION} section of {args.out}", file=sys.stderr)
     return rows

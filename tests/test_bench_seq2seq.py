@@ -278,8 +278,11 @@ def test_driver_runs_fresh_processes_and_writes_the_section(tmp_path, capsys):
     assert "round 1/1" in capsys.readouterr().err
 
 
-def test_child_prints_one_json_row(capfd):
-    bench_seq2seq.main(["--single", "scratch", "--backend", BACKEND, "--threads", "1",
+def test_child_prints_one_json_row_and_its_profile(capfd):
+    bench_seq2seq.main(["--single", "scratch", "--backend", BACKEND, "--threads", "1", "--profile",
                         *[a for n, v in TINY.items() for a in ("--" + n.replace("_", "-"), str(v))]])
-    row = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    out, err = capfd.readouterr()
+    row = json.loads(out.strip().splitlines()[-1])
     assert (row["backend"], row["model"], row["config"]) == (BACKEND, "scratch", TINY)
+    assert f"{BACKEND} scratch: 3 steps profiled" in err
+    assert ("aten::mm" if BACKEND == "torch" else "function calls") in err
