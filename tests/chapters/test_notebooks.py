@@ -8,6 +8,7 @@ notebook carries no test code. A notebook without an entry in ``PROBES`` is stil
 must still name its backend in its first output: adding a chapter is adding a file.
 """
 
+import collections
 import json
 import math
 import os
@@ -21,16 +22,19 @@ import pytest
 from nbclient import NotebookClient
 
 import d2lrnn
+from d2lrnn.bleu import bleu
 from d2lrnn.cli import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
-from d2lrnn.data import baseline_sample, load_corpus, ngram_perplexities, train_val_split
+from d2lrnn.data import Vocab, baseline_sample, load_corpus, ngram_perplexities, train_val_split
 from d2lrnn.data.iterators import num_batches
+from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = ROOT / "chapters"
 PACKAGE_DIR = pathlib.Path(d2lrnn.__file__).resolve().parent  # the d2lrnn under test
 NOTEBOOKS = sorted(CHAPTERS.glob("*.md"))
 EXPECTED = ("language-models-and-dataset", "rnn", "rnn-scratch", "rnn-concise", "deep-rnn", "gru", "lstm",
-            "bidirectional-rnn", "bptt")
+            "bidirectional-rnn", "bptt", "machine-translation-dataset", "encoder-decoder", "seq2seq",
+            "beam-search")
 MARKER = "@@d2lrnn-probe@@"
 CELL_TIMEOUT = 300
 MAX_OUTPUT_CHARS = 100_000  # text a quick-mode run may print in all: no progress-bar spam
@@ -195,6 +199,92 @@ PROBES = {
         "errors": "errors",
         "mean_errors": "mean_errors",
         "num_draws": "num_draws",
+    },
+    "machine-translation-dataset": {
+        "num_lines": "len(raw_lines)",
+        "preprocess_example": "preprocess_example",
+        "first_pairs": "[[src, tgt] for src, tgt in zip(source[:6], target[:6])]",
+        "num_pairs": "len(source)",
+        "hist_counts": "[src_counts.tolist(), tgt_counts.tolist()]",
+        "length_bins": "length_bins.tolist()",
+        "length_stats": "length_stats",
+        "reserved_indices": "reserved_indices",
+        "word_counts": "word_counts",
+        "unk_share": "unk_share",
+        "num_steps": "num_steps",
+        "pad_example": "pad_example",
+        "long_sentence": "long_sentence",
+        "cut_example": "cut_example",
+        "num_cut": "num_cut",
+        "src_array": "d2l.to_numpy(src_array).tolist()",
+        "src_valid_len": "d2l.to_numpy(src_valid_len).tolist()",
+        "batch": "batch",
+        "small_vocab_sizes": "small_vocab_sizes",
+        "small_valid": "{side: lens.tolist() for side, lens in small_valid.items()}",
+    },
+    "encoder-decoder": {
+        "param_names": "list(net.param_names)",
+        "num_steps": "num_steps",
+        "src_vocab_size": "len(src_vocab)",
+        "tgt_vocab_size": "len(tgt_vocab)",
+        "flow_shapes": "{name: [list(s) for s in shape] if isinstance(shape, list) else list(shape) "
+                       "for name, shape in flow_shapes.items()}",
+        "joint_diff": "joint_diff",
+        "source_effects": "source_effects",
+        "num_pad_changed": "int((other_pad != X_np).sum())",
+        "row_spread": "row_spread",
+        "stepwise_diff": "stepwise_diff",
+        "grad_norms": "grad_norms",
+        "num_epochs": "num_epochs",
+        "history": "history",
+        "translations": "translations",
+    },
+    "seq2seq": {
+        "enc_shapes": "{'outputs': list(enc_shapes['outputs']), "
+                      "'state': [list(s) for s in enc_shapes['state']]}",
+        "dec_shapes": "{name: [list(s) for s in shape] if isinstance(shape, list) else list(shape) "
+                      "for name, shape in dec_shapes.items()}",
+        "context_checks": "context_checks",
+        "mask_example": "d2l.to_numpy(mask_example).tolist()",
+        "book_losses": "book_losses",
+        "per_token_loss": "per_token_loss",
+        "dec_input": "dec_input.tolist()",
+        "target": "target.tolist()",
+        "bos": "tgt_vocab['<bos>']",
+        "tgt_vocab_size": "len(tgt_vocab)",
+        "num_epochs": "num_epochs",
+        "history": "history",
+        "same_layout": "concise.param_names == net.param_names",
+        "concise_diff": "concise_diff",
+        "output_scale": "output_scale",
+        "engs": "engs",
+        "fras": "fras",
+        "translations": "translations",
+        "book_scores": "book_scores",
+        "mean_bleu": "mean_bleu",
+        "hand_pred": "hand_pred",
+        "hand_label": "hand_label",
+        "hand_bleu": "hand_bleu",
+        "hand_steps": "hand_steps",
+        "hand_scores": "hand_scores",
+    },
+    "beam-search": {
+        "greedy_seq": "greedy_seq",
+        "greedy_prob": "greedy_prob",
+        "num_candidates": "len(candidates)",
+        "exhaustive_seq": "exhaustive_seq",
+        "exhaustive_prob": "exhaustive_prob",
+        "beam_seq": "beam_seq",
+        "normalised": "normalised",
+        "toy_results": "toy_results",
+        "num_epochs": "num_epochs",
+        "history": "history",
+        "k1_same": "k1_same",
+        "num_sentences": "len(greedy_ids)",
+        "search_summary": "search_summary",
+        "book_translations": "{str(k): v for k, v in book_translations.items()}",
+        "corpus": "corpus",
+        "mean_lengths": "{str(a): n for a, n in mean_lengths.items()}",
     },
 }
 
@@ -748,6 +838,195 @@ def check_bptt(v):
     assert len(v["mean_errors"]) == v["num_draws"] and v["mean_errors"][-1] == average
 
 
+def _nmt_tokens(num_examples=None):
+    """The pairs' word tokens, recomputed here as the translation notebooks read them."""
+    return tokenize_nmt(preprocess_nmt(read_data_nmt()), num_examples)
+
+
+def check_machine_translation_dataset(v):
+    source, target = _nmt_tokens()
+    assert v["num_lines"] == v["num_pairs"] == len(source) == 18_066  # one pair a line, none skipped
+    # U+202F before the '!' became a space, the text is lower case, the '!' a word of its own
+    assert v["preprocess_example"] == "stop !\tça suffit !"
+    assert v["first_pairs"][0] == [["go", "."], ["va", "!"]]
+    assert v["first_pairs"] == [[s, t] for s, t in zip(source[:6], target[:6])]
+
+    # The histogram: one bar per length, counting every sentence once.
+    src_lens, tgt_lens = [len(x) for x in source], [len(x) for x in target]
+    bins = np.array(v["length_bins"])
+    np.testing.assert_array_equal(bins, np.arange(0.5, max(src_lens + tgt_lens) + 1.5))
+    for counts, lens in zip(v["hist_counts"], (src_lens, tgt_lens)):
+        assert counts == np.bincount(lens, minlength=len(bins))[1:].tolist()
+        assert sum(counts) == len(source)
+    stats = v["length_stats"]
+    assert stats["source"]["longest"] == 6 and stats["target"]["longest"] == 13  # "at most six tokens"
+    assert stats["source"]["mean"] == pytest.approx(np.mean(src_lens), rel=1e-12)
+    assert stats["target"]["mean"] > stats["source"]["mean"]  # "their French translations tend to be longer"
+
+    assert v["reserved_indices"] == {"<unk>": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3}
+    vocabs = {}
+    for side, lines in (("source", source), ("target", target)):
+        counts = collections.Counter(t for line in lines for t in line)
+        vocabs[side] = Vocab(lines, min_freq=2, reserved_tokens=["<pad>", "<bos>", "<eos>"])
+        row = v["word_counts"][side]
+        assert row["distinct words"] == len(counts)
+        assert row["seen once"] == sum(c == 1 for c in counts.values())
+        # every word seen twice or more, and the four special tokens
+        assert row["vocabulary size"] == len(counts) - row["seen once"] + 4 == len(vocabs[side])
+        unk = np.mean([vocabs[side][t] == 0 for line in lines for t in line])
+        assert v["unk_share"][side] == pytest.approx(unk, rel=1e-12) and unk < 0.05  # "a small share"
+    # The text's words: about twice as many French words (measured 6,814 / 3,316 = 2.05); a third of the
+    # English (0.31) and half of the French words (0.48) seen once.
+    src_row, tgt_row = v["word_counts"]["source"], v["word_counts"]["target"]
+    assert 1.7 < tgt_row["distinct words"] / src_row["distinct words"] < 2.3
+    assert 0.28 < src_row["seen once"] / src_row["distinct words"] < 0.38
+    assert 0.43 < tgt_row["seen once"] / tgt_row["distinct words"] < 0.53
+
+    T = v["num_steps"]
+    src_vocab, tgt_vocab = vocabs["source"], vocabs["target"]
+    assert v["pad_example"] == src_vocab[["go", "."]] + [1] * (T - 2)
+    assert len(v["long_sentence"]) == 13 and v["cut_example"] == tgt_vocab[v["long_sentence"]][:T]
+    # No English sentence is cut at 10 steps, "a few dozen" French ones are (measured 29).
+    assert v["num_cut"] == {"source": 0, "target": sum(n + 1 > T for n in tgt_lens)}
+    assert 10 < v["num_cut"]["target"] < 60
+
+    # build_array_nmt: indices, <eos>, then <pad>; the valid length counts the words and <eos>.
+    assert np.array(v["src_array"]).shape == (4, T)
+    for line, row, n in zip(source[:4], v["src_array"], v["src_valid_len"]):
+        assert n == len(line) + 1
+        assert row == src_vocab[line] + [3] + [1] * (T - n)
+
+    # One minibatch of 2 from load_data_nmt(2, 8) after manual_seed(6): the first two pairs of the
+    # seed's NumPy permutation, the same on every backend.
+    small_src, small_tgt = _nmt_tokens(600)
+    small_vocabs = [Vocab(x, min_freq=2, reserved_tokens=["<pad>", "<bos>", "<eos>"])
+                    for x in (small_src, small_tgt)]
+    assert v["small_vocab_sizes"] == [len(x) for x in small_vocabs] == [188, 201]
+    rows = np.random.default_rng(6).permutation(600)[:2]
+    batch = v["batch"]
+    for key, lines, vocab in (("X", small_src, small_vocabs[0]), ("Y", small_tgt, small_vocabs[1])):
+        arrays = build_array_nmt_numpy([lines[i] for i in rows], vocab, 8)
+        assert batch[key] == arrays[0].tolist() and batch[key + "_valid_len"] == arrays[1].tolist()
+        assert 0 not in batch[key]  # "a seed whose first minibatch has no <unk>"
+    assert [" ".join(small_src[i]) for i in rows] == ["how's tom ?", "am i late ?"]
+    # "every source sentence fits into 8 steps with room to spare, the longest French ones fill all 8"
+    assert max(v["small_valid"]["source"]) < 8 and max(v["small_valid"]["target"]) == 8
+    assert len(v["small_valid"]["source"]) == 600
+
+
+def _check_seq2seq_history(h, num_epochs):
+    assert h["epoch"] == list(range(1, num_epochs + 1))
+    losses = h["train_loss"]
+    assert len(losses) == num_epochs and all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0], losses
+    assert all(s > 0 for s in h["tokens_per_sec"])
+
+
+def check_encoder_decoder(v):
+    assert v["param_names"] == ["encoder.embedding", "encoder.W", "encoder.b", "decoder.embedding",
+                                "decoder.W_xh", "decoder.W_hh", "decoder.b_h", "decoder.W_hq", "decoder.b_q"]
+    T, V = v["num_steps"], v["tgt_vocab_size"]
+    assert v["flow_shapes"] == {"X": [4, T], "encoder output": [4, 32], "decoder state": [[4, 32]],
+                                "decoder output": [4, T, V], "decoder new state": [[4, 32]]}
+    assert v["joint_diff"] < 1e-6  # net(X, Y, valid_len) is the three calls (measured 0)
+    first, pad = v["source_effects"]["first word changed"], v["source_effects"]["padding changed"]
+    # A new first word reaches every step through the state (measured 2e-2 at the first step, 3e-4 at
+    # the last: far above float32 rounding of outputs ~0.1).
+    assert len(first) == T and min(first) > 1e-5, first
+    assert v["num_pad_changed"] > 0  # the padding experiment did change the source
+    assert pad == [0.0] * T, pad  # masked away before the sum: exactly nothing changes
+    spread = v["row_spread"]
+    assert spread["encoder's state"] > 1e-3, spread  # the rows' sources differ (measured 1.8e-2)
+    assert spread["zero state"] < 1e-6, spread  # identical inputs and state in every row (measured 0)
+    assert v["stepwise_diff"] < 1e-5  # one call or one step per call: the same numbers (measured 0)
+    # every parameter gets a gradient, the encoder's through the state (measured >= 7.5e-3)
+    assert list(v["grad_norms"]) == v["param_names"]
+    assert all(g > 1e-4 for g in v["grad_norms"].values()), v["grad_norms"]
+    _check_seq2seq_history(v["history"], v["num_epochs"])
+    assert v["history"]["train_loss"][-1] < 2.0  # measured 1.485 after 10 quick epochs on every backend
+    assert len(v["translations"]) == 4 and all(isinstance(t, str) for t in v["translations"])
+
+
+def check_seq2seq(v):
+    assert v["enc_shapes"] == {"outputs": [7, 4, 16], "state": [[4, 16], [4, 16]]}
+    assert v["dec_shapes"] == {"W_xz (first layer)": [8 + 16, 16], "l1.W_xz (second layer)": [16, 16],
+                               "state": [[4, 16]] * 3, "outputs": [4, 7, 10]}  # context, then one per layer
+    c = v["context_checks"]
+    assert c["by hand vs forward"] < 1e-5  # the same products (measured 0)
+    assert c["context after forward"] == 0.0  # the context is passed on untouched
+    assert c["layer states after forward"] > 1e-2  # while the layers' states moved (measured 1.2)
+    assert v["mask_example"] == [[1.0, 0.0, 0.0], [4.0, 5.0, 0.0]]
+    np.testing.assert_allclose(v["book_losses"], [math.log(10), math.log(10) / 2, 0.0], rtol=1e-6, atol=1e-7)
+    assert v["book_losses"][2] == 0.0
+    assert v["per_token_loss"] == pytest.approx(math.log(10), rel=1e-6)
+    # teacher forcing: <bos>, then the target without its last position
+    assert v["dec_input"] == [v["bos"]] + v["target"][:-1]
+
+    _check_seq2seq_history(v["history"], v["num_epochs"])
+    losses = v["history"]["train_loss"]
+    assert v["num_epochs"] == 20  # quick mode; the book's 300 otherwise
+    # "below log 201 after the first epoch" (measured 4.61 on every backend), and far below it after
+    # 20 quick epochs (measured 1.43 on NumPy).
+    assert v["tgt_vocab_size"] == 201 and losses[0] < math.log(201)
+    assert losses[-1] < 2.0, losses
+
+    assert v["same_layout"] is True
+    # The framework's GRU against the one from scratch, same trained weights: float32 rounding of
+    # differently ordered sums (measured 0 on NumPy and torch, 2e-6 on tensorflow and mxnet, scores ~11).
+    assert v["concise_diff"] < 1e-5 and v["output_scale"] > 1
+
+    # BLEU: the notebook's numbers are d2l.bleu's, and its by-hand function agrees with it.
+    assert v["fras"] == ["va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."]
+    expected = [bleu(p, f, k=2) for p, f in zip(v["translations"], v["fras"])]
+    assert v["book_scores"] == expected and v["mean_bleu"] == pytest.approx(np.mean(expected), rel=1e-12)
+    assert all(0.0 <= x <= 1.0 for x in expected)
+    np.testing.assert_allclose(v["hand_scores"], expected, rtol=1e-12, atol=1e-15)
+    # The worked case: brevity penalty exp(1 - 5/4), p_1 = 1, p_2 = 2/3, the book's weights 1/2, 1/4.
+    assert (v["hand_pred"], v["hand_label"]) == ("je suis chez .", "je suis chez moi .")
+    worked = math.exp(-0.25) * 1.0 ** 0.5 * (2 / 3) ** 0.25
+    assert v["hand_bleu"] == pytest.approx(worked, rel=1e-12)
+    assert v["hand_bleu"] == pytest.approx(bleu(v["hand_pred"], v["hand_label"], k=2), rel=1e-12)
+    assert list(v["hand_steps"].values()) == pytest.approx([math.exp(-0.25), 1.0, 2 / 3], rel=1e-12)
+    assert round(v["hand_bleu"], 2) == 0.70  # the text's number
+
+
+def check_beam_search(v):
+    # The toy table: greedy search is not optimal, beam search with k = 2 finds the best sequence.
+    assert v["greedy_seq"] == ["A", "B", "<eos>"] and v["greedy_prob"] == pytest.approx(0.5 * 0.4 * 0.5)
+    assert v["num_candidates"] == 1 + 3 + 9 + 27
+    assert v["exhaustive_seq"] == ["B", "C", "<eos>"]
+    assert v["exhaustive_prob"] == pytest.approx(0.4 * 0.7 * 0.6)
+    assert v["beam_seq"] == v["exhaustive_seq"]
+    norm = v["normalised"]
+    assert list(norm)[0] == "B C <eos>" and max(norm, key=norm.get) == "B C <eos>"
+    # equal probabilities (0.1); the normalised score prefers the longer one, as the text says
+    assert norm["A B <eos>"] > norm["A <eos>"]
+    assert norm["A B <eos>"] == pytest.approx(math.log(0.1) / 3 ** 0.75)
+    # d2l's searches on the table as a model: the same answers, without <eos>; k = 1 is greedy
+    assert v["toy_results"] == {"greedy_search": ["A", "B"], "beam_search, k = 1": ["A", "B"],
+                                "beam_search, k = 2": ["B", "C"]}
+
+    _check_seq2seq_history(v["history"], v["num_epochs"])
+    assert v["num_epochs"] == 20
+    # k = 1 is exactly greedy search, on every sentence
+    assert v["num_sentences"] == 600 and v["k1_same"] == 600
+    summary = v["search_summary"]
+    # Where the two differ beam search finds the better-scoring translation (measured: always, on 133
+    # to 192 of the 600 sentences across the backends); not guaranteed, so: more often, and on average.
+    assert summary["translations that differ"] > 0
+    differ = summary["translations that differ"]
+    assert summary["beam 4 scores higher"] + summary["greedy scores higher"] <= differ
+    assert summary["beam 4 scores higher"] > summary["greedy scores higher"], summary
+    assert summary["mean score, beam 4"] > summary["mean score, greedy"], summary
+    assert set(v["book_translations"]) == {"1", "4"}
+    assert all(len(t) == 4 for t in v["book_translations"].values())
+    assert all(0.0 <= x <= 1.0 for x in v["corpus"].values())
+    # A larger alpha can only move the choice among the same finished candidates to longer ones.
+    lengths = v["mean_lengths"]
+    assert list(lengths) == ["0.0", "0.75", "1.0"]
+    assert lengths["0.0"] <= lengths["0.75"] <= lengths["1.0"], lengths
+
+
 CHECKS = {
     "language-models-and-dataset": check_language_models,
     "rnn": check_rnn,
@@ -758,4 +1037,8 @@ CHECKS = {
     "deep-rnn": check_deep_rnn,
     "bidirectional-rnn": check_bidirectional_rnn,
     "bptt": check_bptt,
+    "machine-translation-dataset": check_machine_translation_dataset,
+    "encoder-decoder": check_encoder_decoder,
+    "seq2seq": check_seq2seq,
+    "beam-search": check_beam_search,
 }
