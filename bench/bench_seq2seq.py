@@ -2,7 +2,7 @@
 d2lrnn's scratch and concise models against each framework's plain training loop, on the same batches.
 
     tox --notest                          # once: creates .tox/<backend> environments
-    python bench/bench_seq2seq.py         # about 12 minutes on 2 cores; writes the seq2seq-speed section
+    python bench/bench_seq2seq.py         # about 10 minutes on 2 idle cores; writes the seq2seq-speed section
     python bench/bench_seq2seq.py --backends torch --rounds 3       # the torch rows only
     python bench/bench_seq2seq.py --backends torch --models scratch reference --steps 20 --rounds 1 --profile
                                           # where the time goes (torch.profiler; cProfile elsewhere)
@@ -373,7 +373,7 @@ def parse_args(argv):
     for name, (kind, default, text) in CONFIG.items():
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default,
                             help=f"{text} (default {default})")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each row keeps its best")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row keeps its best")
     parser.add_argument("--backends", nargs="*", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
     parser.add_argument("--threads", type=int, default=2)
