@@ -3,7 +3,7 @@ d2lrnn's scratch and concise models against each framework's plain training loop
 
     tox --notest                          # once: creates .tox/<backend> environments
     python bench/bench_seq2seq.py         # about 10 minutes on 2 idle cores; writes the seq2seq-speed section
-    python bench/bench_seq2seq.py --backends torch --rounds 3       # the torch rows only
+    python bench/bench_seq2seq.py --backends torch                  # the torch rows only
     python bench/bench_seq2seq.py --backends torch --models scratch reference --steps 20 --rounds 1 --profile
                                           # where the time goes (torch.profiler; cProfile elsewhere)
 
