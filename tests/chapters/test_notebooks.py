@@ -952,7 +952,9 @@ def check_seq2seq(v):
     assert v["dec_shapes"] == {"W_xz (first layer)": [8 + 16, 16], "l1.W_xz (second layer)": [16, 16],
                                "state": [[4, 16]] * 3, "outputs": [4, 7, 10]}  # context, then one per layer
     c = v["context_checks"]
-    assert c["by hand vs forward"] < 1e-5  # the same products (measured 0)
+    # the same function; float32 rounding only (measured 0, or 2e-7 where the decoder computes the
+    # context's share of the first layer once per sentence instead of concatenating it at every step)
+    assert c["by hand vs forward"] < 1e-5
     assert c["context after forward"] == 0.0  # the context is passed on untouched
     assert c["layer states after forward"] > 1e-2  # while the layers' states moved (measured 1.2)
     assert v["mask_example"] == [[1.0, 0.0, 0.0], [4.0, 5.0, 0.0]]
