@@ -62,9 +62,10 @@ def gru_textbook(inputs, state, params):
 
 def _projections(X, params):
     """The gates' input projections for all steps at once: X_t [W_xz, W_xr] + [b_z, b_r] (num_steps,
-    batch, 2 * hiddens) and X_t W_xh + b_h (num_steps, batch, hiddens)."""
+    batch, 2 * hiddens) and X_t W_xh + b_h (num_steps, batch, hiddens). A bias may also hold one row
+    per sequence, (batch, hiddens) (a decoder's context folded in)."""
     W_xz, W_hz, b_z, W_xr, W_hr, b_r, W_xh, W_hh, b_h = params[:9]
-    return (input_projection(X, ops.concat([W_xz, W_xr], 1), ops.concat([b_z, b_r], 0)),
+    return (input_projection(X, ops.concat([W_xz, W_xr], 1), ops.concat([b_z, b_r], -1)),
             input_projection(X, W_xh, b_h))
 
 

@@ -65,7 +65,7 @@ def lstm_scan(X, state, params):
     """
     W_xi, W_hi, b_i, W_xf, W_hf, b_f, W_xo, W_ho, b_o, W_xc, W_hc, b_c = params
     XW = input_projection(X, _doubled_candidate(W_xi, W_xf, W_xo, W_xc, 1),
-                          _doubled_candidate(b_i, b_f, b_o, b_c, 0))
+                          _doubled_candidate(b_i, b_f, b_o, b_c, -1))  # biases: (h,) or (batch, h)
     H, C = state
     Hs, H, C = lstm_scan_fused(XW, H, C, _doubled_candidate(W_hi, W_hf, W_ho, W_hc, 1))
     return Hs, (H, C)

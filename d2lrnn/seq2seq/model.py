@@ -164,10 +164,28 @@ class Seq2SeqDecoder(Decoder):
     def forward(self, params, X, state, training=False):
         context, rnn_state = state[0], tuple(state[1:])
         E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
-        C = ops.zeros((ops.shape(E)[0], 1, 1)) + context  # the context at every step
-        Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
+        if getattr(self.rnn, "native", None) is None:  # the cell's own recurrence
+            Hs, rnn_state = self.rnn.forward(self.fold_context(params[1:-2], context), E, rnn_state, training)
+        else:  # a framework layer reads [E_t, c] at every step
+            C = ops.zeros((ops.shape(E)[0], 1, 1)) + context
+            Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
         O = ops.matmul(ops.transpose(Hs, (1, 0, 2)), params[-2]) + params[-1]  # (batch, num_steps, vocab)
         return O, (context,) + rnn_state
+
+
+    def fold_context(self, params, context):
+        """The recurrent layers' parameters with the context folded into the first layer's biases.
+
+        [E_t, c] W_x + b = E_t W_x[:e] + (c W_x[e:] + b): the context's part is the same at every
+        step, so it is computed once per sentence, as a bias with one row per sentence, and the
+        steps multiply only their embeddings (e = embed_size).
+        """
+        names, e = self.rnn.cell.names, self.embed_size
+        first = dict(zip(names, params[:len(names)]))
+        for g in self.rnn.cell.gates:
+            W = first[f"W_x{g}"]
+            first[f"W_x{g}"], first[f"b_{g}"] = W[:e], first[f"b_{g}"] + ops.matmul(context, W[e:])
+        return [first[name] for name in names] + list(params[len(names):])
 
 
 class EncoderDecoder(_Module):

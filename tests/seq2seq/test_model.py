@@ -190,3 +190,20 @@ def test_outputs_and_gradients_equal_the_numpy_reference(rnn):
         return (Y_hat,) + tuple(state)
 
     assert_parity(run, [X, Y])
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm", "rnn"])
+def test_folding_the_context_into_the_biases_is_concatenating_it(rng, cell):
+    """The scratch decoder multiplies the context once per sentence; the book concatenates it to every
+    step's input. Same numbers, for every cell."""
+    decoder = Seq2SeqDecoder(V_TGT, E, H, 2, cell=cell)
+    decoder.params = [p + 0.1 for p in decoder.params]  # non-zero biases
+    encoder = Seq2SeqEncoder(V_SRC, E, H, 2, cell=cell)
+    state = decoder.init_state(encoder(_tokens(rng, (3, 5), V_SRC)))
+    Y_in = _tokens(rng, (3, 4), V_TGT)
+    folded, _ = decoder(Y_in, state)
+    emb = ops.take(decoder.params[0], ops.transpose(Y_in))
+    inputs = ops.concat([emb, ops.zeros((4, 1, 1)) + state[0]], 2)
+    Hs, _ = decoder.rnn.forward(decoder.params[1:-2], inputs, tuple(state[1:]))
+    concatenated = ops.matmul(ops.transpose(Hs, (1, 0, 2)), decoder.params[-2]) + decoder.params[-1]
+    np.testing.assert_allclose(ops.to_numpy(folded), ops.to_numpy(concatenated), rtol=1e-5, atol=1e-6)
