@@ -1236,8 +1236,8 @@ def run_translate_train(args):
     try:
         data = load_data_nmt_split(args.batch_size, args.num_steps, args.num_examples, args.val_fraction,
                                    args.min_freq, args.seed, args.pairs)
-    except DataError as err:
-        if args.pairs is None:
+    except DataError as err:  # name the file the problem is in, if the message does not
+        if args.pairs is None or str(args.pairs) in str(err):
             raise
         raise DataError(f"--pairs {args.pairs}: {err}") from None
     with use_backend(args.backend or saved_backend or backend_name()) as module:

@@ -308,7 +308,8 @@ BAD_INPUT = [
     (["translate-train", "--pairs", "{tmp}/bad.txt"],
      "--pairs {tmp}/bad.txt: line 2 of the pairs is not 'source<TAB>target': 'hello world': give one pair a "
      "line, the two sentences separated by one tab"),
-    (["translate-train", "--pairs", "{tmp}/latin1.txt"], "is not UTF-8 text (byte 0xe9"),
+    (["translate-train", "--pairs", "{tmp}/latin1.txt"],
+     "d2lrnn: error: pairs file '{tmp}/latin1.txt' is not UTF-8 text (byte 0xe9"),
     (["translate-train", "--pairs", "{tmp}/blank.txt"], "the pairs file holds no sentence pairs"),
     (["translate-train", "--pairs", "{tmp}/nope.txt"], "pairs file '{tmp}/nope.txt' does not exist"),
     (["translate-train", "--pairs", "{tmp}"], "is a folder: pass a text file"),
