@@ -115,7 +115,9 @@ class Seq2SeqEncoder(Encoder):
     the final state of every layer (a tuple). ``dropout`` acts between the layers in training.
     ``rnn`` is 'scratch' (the cell's equations, :mod:`d2lrnn.models`), 'concise' (the framework's own
     layer) or a framework layer that reads ``embed_size`` features. ``reset_after`` picks the GRU's
-    form (default: the book's for scratch, the frameworks' for concise).
+    form: by default the frameworks' (reset gate after the recurrent product), the form the book's
+    seq2seq computes with ``nn.GRU``, from scratch too, so scratch and concise are the same model;
+    ``reset_after=False`` gives the GRU chapter's form from scratch.
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
