@@ -91,8 +91,10 @@ from .seq2seq import (
     Seq2SeqEncoder,
     beam_search,
     greedy_search,
+    load_seq2seq_checkpoint,
     make_seq2seq,
     predict_seq2seq,
+    save_seq2seq_checkpoint,
     sequence_mask,
     train_seq2seq,
     translate,
@@ -134,7 +136,7 @@ __all__ = [
     "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
     "load_data_nmt", "load_data_nmt_split", "sequence_mask", "MaskedSoftmaxCELoss", "Encoder", "Decoder",
     "EncoderDecoder", "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "train_seq2seq", "predict_seq2seq",
-    "translate", "greedy_search", "beam_search",
+    "translate", "greedy_search", "beam_search", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
 ]
 
 

@@ -29,7 +29,6 @@ import time
 import numpy as np
 
 from . import checks, ops
-from .atomic import remove_stale_temps
 from .backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
 from .bleu import bleu
 from .checkpoint import (
@@ -1101,15 +1100,6 @@ def _translate_resume_state(args, folder, train_iter, src_vocab, tgt_vocab, dige
     return net, history
 
 
-def _claim_plot(out):
-    """Do for ``loss.png`` what :func:`~d2lrnn.runs.open_run_folder` does for the files it knows: remove a
-    killed write's temporary file, and refuse a folder standing where the plot goes, before training."""
-    remove_stale_temps(out.path, [LOSS_PLOT])
-    if (out / LOSS_PLOT).is_dir():
-        raise RunFolderError(f"{out / LOSS_PLOT} is a folder, in the way of the run's {LOSS_PLOT}: move it, "
-                             "or choose another --out")
-
-
 def _translate_here(args, backend, start, data):
     """``d2lrnn translate-train`` on the already active backend, with the pairs already read."""
     train_iter, val_iter, src_vocab, tgt_vocab = data
@@ -1119,7 +1109,6 @@ def _translate_here(args, backend, start, data):
     resume = args.resume is not None
     with open_run_folder(args.resume or args.out, "runs", f"translate-{backend}-{args.model}", args.overwrite,
                          resume) as out:
-        _claim_plot(out)
         print(_translate_summary(args, backend, train_iter, val_iter, src_vocab, tgt_vocab))
         print(f"output folder {out.path}", flush=True)
         if resume:

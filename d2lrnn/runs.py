@@ -19,7 +19,8 @@ from .errors import RunFolderError
 
 #: The files of a run, in the order a set is committed: the resume state comes last, so a kill
 #: between two renames never leaves a resume state newer than the best model and metrics.
-RUN_FILES = ("model.npz", "metrics.csv", "perplexity.png", "last.npz")
+#: (``perplexity.png`` is a language model's plot, ``loss.png`` a translation model's.)
+RUN_FILES = ("model.npz", "metrics.csv", "perplexity.png", "loss.png", "last.npz")
 #: Files whose presence means the folder holds a run (what --overwrite is needed for).
 CHECKPOINT_FILES = ("model.npz", "last.npz")
 LOCK_NAME = ".lock"

@@ -1,5 +1,6 @@
 """Sequence to sequence learning: the encoder-decoder, its masked loss, training and decoding."""
 
+from .checkpoint import load_seq2seq_checkpoint, save_seq2seq_checkpoint, seq2seq_checkpoint_info
 from .decode import beam_search, greedy_search, predict_seq2seq, translate
 from .loss import MaskedSoftmaxCELoss, masked_token_loss, sequence_mask
 from .model import Decoder, Encoder, EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, make_seq2seq
@@ -10,4 +11,5 @@ __all__ = ["sequence_mask", "MaskedSoftmaxCELoss", "masked_token_loss", "Encoder
            "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "teacher_forcing",
            "make_seq2seq_updater",
            "train_seq2seq", "evaluate_loss", "evaluate_bleu", "greedy_search", "beam_search", "translate",
-           "predict_seq2seq"]
+           "predict_seq2seq", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
+           "seq2seq_checkpoint_info"]
