@@ -335,7 +335,7 @@ def _switch_to_a_huge_learning_rate_after(monkeypatch, num_steps):
         made.schedule = lambda t: 1.0 if t <= num_steps else 1e300
         return made
 
-    monkeypatch.setattr(cli, "_updater", updater)
+    monkeypatch.setattr(cli.lm, "_updater", updater)
 
 
 def _epoch_batches():
@@ -533,7 +533,7 @@ def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failur
 
         return disk_full
 
-    monkeypatch.setattr(cli, "metrics_csv_writer", metrics_csv_writer)
+    monkeypatch.setattr(cli.lm, "metrics_csv_writer", metrics_csv_writer)
     assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 2
     name, why = {"disk full": ("metrics.csv", "No space left on device"),
                  "a folder in the way": ("perplexity.png", "a folder is in the way")}[failure]
@@ -557,7 +557,7 @@ def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, mon
 
         monkeypatch.setattr("d2lrnn.runs.open", refused, raising=False)
         message = "cannot write in the output folder"
-    monkeypatch.setattr(cli, "train_ch8", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(cli.lm, "train_ch8", lambda *a, **k: pytest.fail("training started"))
     assert cli.main(["train", *TINY, "--out", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and captured.err.count("\n") == 1
@@ -585,7 +585,7 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "train_ch8", interrupted)
+    monkeypatch.setattr(cli.lm, "train_ch8", interrupted)
     assert cli.main(["train", *TINY, "--out", str(tmp_path / "run")]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "d2lrnn: interrupted before the first epoch finished; nothing was saved"

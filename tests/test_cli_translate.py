@@ -366,7 +366,7 @@ def test_divergence_exits_1_and_ctrl_c_exits_130_in_one_line_leaving_no_empty_fo
     for train, code, err in (
             (diverges, 1, f"d2lrnn: error: {diverged}; no epoch finished, so nothing was saved\n"),
             (interrupted, 130, "\nd2lrnn: interrupted before the first epoch finished; nothing was saved\n")):
-        monkeypatch.setattr(cli, "train_seq2seq", train)
+        monkeypatch.setattr(cli.translate, "train_seq2seq", train)
         assert cli.main(["translate-train", *TINY, "--out", str(tmp_path / "run")]) == code
         assert capsys.readouterr().err == err
         assert not (tmp_path / "run").exists()  # the folder this run made holds nothing: it is removed
