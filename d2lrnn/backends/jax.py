@@ -256,9 +256,92 @@ def softmax_cross_entropy(logits, labels):
 # -- recurrent layers, dropout ----------------------------------------------------------------
 
 
+# Flax's cells, one per layer and direction (d2lrnn's adapter stacks the layers, with dropout between).
+# Each gate has its own Dense: the packed [W_x, W_h, b_x, b_h] of a slot are cut back into them.
+_FLAX_CELLS = {"rnn": "SimpleCell", "gru": "GRUCell", "lstm": "OptimizedLSTMCell"}
+#: Flax's gate names for the book's letters, in the order the adapter packs them.
+_FLAX_GATES = {"rnn": {"h": ""}, "gru": {"r": "r", "z": "z", "h": "n"},
+               "lstm": {"i": "i", "f": "f", "o": "o", "c": "g"}}
+_GATE_ORDER = {cell: "".join(gates) for cell, gates in _FLAX_GATES.items()}
+
+
+def _linen():
+    return _common.require("flax.linen", "jax")
+
+
+def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after):
+    make = getattr(_linen(), _FLAX_CELLS[cell])
+    return [[make(num_hiddens) for _ in range(2 if bidirectional else 1)] for _ in range(num_layers)]
+
+
+def _cell_name(cell):
+    return next((name for name, cls in _FLAX_CELLS.items() if type(cell).__name__ == cls
+                 and type(cell).__module__.startswith("flax.")), None)
+
+
+def _describe(layer):
+    """A Flax cell the reader built (``nn.GRUCell(features=256)``): one layer, one direction."""
+    name = _cell_name(layer)
+    if name is None:
+        return None, []
+    unsupported = []
+    if name == "rnn" and layer.activation_fn is not jax.numpy.tanh:
+        unsupported.append(f"activation_fn={getattr(layer.activation_fn, '__name__', layer.activation_fn)}")
+    if name != "rnn" and layer.gate_fn is not jax.nn.sigmoid:
+        unsupported.append(f"gate_fn={getattr(layer.gate_fn, '__name__', layer.gate_fn)}")
+    return {"cell": name, "num_inputs": None, "num_hiddens": int(layer.features), "num_layers": 1,
+            "bidirectional": False, "dropout": 0.0, "reset_after": name == "gru"}, unsupported
+
+
+def _flax_params(name, weights, h):
+    """The Flax parameter tree of one cell from the packed ``[W_x, W_h, b_x, b_h]``."""
+    W_x, W_h, b_x, b_h = weights
+    gates = _FLAX_GATES[name]
+    tree = {}
+    for k, g in enumerate(gates):
+        cut = slice(k * h, (k + 1) * h)
+        flax_gate = gates[g]
+        if name == "rnn":
+            tree["i"] = {"kernel": W_x[:, cut], "bias": b_x[cut] + b_h[cut]}
+            tree["h"] = {"kernel": W_h[:, cut]}
+        elif name == "gru":  # input biases on i*, the candidate's recurrent bias on hn
+            tree[f"i{flax_gate}"] = {"kernel": W_x[:, cut], "bias": b_x[cut]}
+            tree[f"h{flax_gate}"] = {"kernel": W_h[:, cut]}
+            if g == "h":
+                tree["hn"]["bias"] = b_h[cut]
+        else:  # LSTM: the biases live on the recurrent Denses
+            tree[f"i{flax_gate}"] = {"kernel": W_x[:, cut]}
+            tree[f"h{flax_gate}"] = {"kernel": W_h[:, cut], "bias": b_x[cut] + b_h[cut]}
+    return tree
+
+
+def _call(layer, weights, X, states, training):
+    """One layer (its directions side by side): scan each cell over the steps of X (num_steps, batch, in)."""
+    outputs, new_states = [], []
+    for direction, (cell, w, state) in enumerate(zip(layer, weights, states)):
+        name = _cell_name(cell)
+        params = {"params": _flax_params(name, w, cell.features)}
+        carry = (state[1], state[0]) if name == "lstm" else state[0]  # Flax's LSTM carry is (c, h)
+
+        def step(carry, x, cell=cell, params=params):
+            return cell.apply(params, carry, x)
+
+        carry, Y = jax.lax.scan(step, carry, X, reverse=direction == 1)
+        outputs.append(Y)
+        new_states.append((carry[1], carry[0]) if name == "lstm" else (carry,))
+    Y = outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=-1)
+    return Y, new_states
+
+
+_NATIVE = _common.NativeRNN(
+    layer_names="flax.linen.SimpleCell, GRUCell or OptimizedLSTMCell",
+    gate_order=_GATE_ORDER, transposed=False, stacks_layers=False, gru_forms=(True,),
+    build=_build, describe=_describe, prepare=lambda layer, num_inputs: [[layer]], call=_call)
+
+
 def native_rnn():
-    """Flax's recurrent cells are not declared yet: the cells' recurrences (d2lrnn.models) serve."""
-    return None
+    """Flax's ``SimpleCell``, ``GRUCell`` and ``OptimizedLSTMCell``, declared for d2lrnn's adapter."""
+    return _NATIVE
 
 
 class _Keys:
