@@ -279,18 +279,56 @@ def _cell_name(cell):
                  and type(cell).__module__.startswith("flax.")), None)
 
 
+def _cells_of(one):
+    """The cells of one layer the reader built (a cell, ``nn.RNN(cell)``, or ``nn.Bidirectional`` of two
+    ``nn.RNN``; d2lrnn's own layers are lists of cells) and the settings d2lrnn cannot run; None if
+    ``one`` is none of these."""
+    linen = _linen()
+    if isinstance(one, (list, tuple)) and one and all(_cell_name(c) for c in one):
+        return list(one), []
+    if isinstance(one, linen.Bidirectional):
+        forward, backward = (_cells_of(r) for r in (one.forward_rnn, one.backward_rnn))
+        if forward is None or backward is None:
+            return None
+        return forward[0] + backward[0], forward[1] + backward[1]
+    if isinstance(one, linen.RNN):
+        unsupported = ["reverse=True"] if one.reverse else []
+        return ([one.cell], unsupported) if _cell_name(one.cell) else None
+    return ([one], []) if _cell_name(one) else None
+
+
+def _layers(layer):
+    """``layer`` as a list of layers: a list of layers, or one layer."""
+    if isinstance(layer, (list, tuple)) and layer and not _cell_name(layer[0]):
+        return list(layer)
+    return [layer]
+
+
 def _describe(layer):
-    """A Flax cell the reader built (``nn.GRUCell(features=256)``): one layer, one direction."""
-    name = _cell_name(layer)
-    if name is None:
+    """The settings of Flax cells the reader built: a cell (``nn.GRUCell(features=256)``), ``nn.RNN`` of
+    one, ``nn.Bidirectional`` of two ``nn.RNN``, or a list of those, one per stacked layer."""
+    described = [_cells_of(one) for one in _layers(layer)]
+    if any(d is None for d in described):
         return None, []
-    unsupported = []
-    if name == "rnn" and layer.activation_fn is not jax.numpy.tanh:
-        unsupported.append(f"activation_fn={getattr(layer.activation_fn, '__name__', layer.activation_fn)}")
-    if name != "rnn" and layer.gate_fn is not jax.nn.sigmoid:
-        unsupported.append(f"gate_fn={getattr(layer.gate_fn, '__name__', layer.gate_fn)}")
-    return {"cell": name, "num_inputs": None, "num_hiddens": int(layer.features), "num_layers": 1,
-            "bidirectional": False, "dropout": 0.0, "reset_after": name == "gru"}, unsupported
+    cells = [c for cs, _ in described for c in cs]
+    unsupported = [u for _, us in described for u in us]
+    names = {_cell_name(c) for c in cells}
+    if len(names) > 1 or len({c.features for c in cells}) > 1 or len({len(cs) for cs, _ in described}) > 1:
+        unsupported.append("stacked layers of different cells, sizes or directions")
+    name = _cell_name(cells[0])
+    for c in cells:
+        if name == "rnn" and c.activation_fn is not jnp.tanh:
+            unsupported.append(f"activation_fn={getattr(c.activation_fn, '__name__', c.activation_fn)}")
+        if name != "rnn" and c.gate_fn is not jax.nn.sigmoid:
+            unsupported.append(f"gate_fn={getattr(c.gate_fn, '__name__', c.gate_fn)}")
+    return {"cell": name, "num_inputs": None, "num_hiddens": int(cells[0].features),
+            "num_layers": len(described), "bidirectional": len(described[0][0]) == 2, "dropout": 0.0,
+            "reset_after": name == "gru"}, list(dict.fromkeys(unsupported))
+
+
+def _prepare(layer, num_inputs):
+    """The reader's layers as d2lrnn's: one list of cells (one per direction) per layer."""
+    return [_cells_of(one)[0] for one in _layers(layer)]
 
 
 def _flax_params(name, weights, h):
@@ -334,9 +372,10 @@ def _call(layer, weights, X, states, training):
 
 
 _NATIVE = _common.NativeRNN(
-    layer_names="flax.linen.SimpleCell, GRUCell or OptimizedLSTMCell",
+    layer_names="flax.linen.SimpleCell, GRUCell or OptimizedLSTMCell, nn.RNN or nn.Bidirectional of one, or "
+                "a list of them",
     gate_order=_GATE_ORDER, transposed=False, stacks_layers=False, gru_forms=(True,),
-    build=_build, describe=_describe, prepare=lambda layer, num_inputs: [[layer]], call=_call)
+    build=_build, describe=_describe, prepare=_prepare, call=_call)
 
 
 def native_rnn():

@@ -93,6 +93,13 @@ def _framework_layers(backend):
                 (layers.GRU(H, recurrent_activation="hard_sigmoid"), "recurrent_activation='hard_sigmoid'"),
                 (layers.Bidirectional(layers.LSTM(H), merge_mode="sum"), "merge_mode='sum'"),
                 ([layers.LSTM(H), layers.GRU(H)], "stacked layers of different cells")]
+    if backend == "jax":
+        nn = importlib.import_module("flax.linen")
+        return [(nn.SimpleCell(H, activation_fn=nn.relu), "activation_fn=relu"),
+                (nn.GRUCell(H, gate_fn=nn.hard_sigmoid), "gate_fn=hard_sigmoid"),
+                (nn.RNN(nn.GRUCell(H), reverse=True), "reverse=True"),
+                ([nn.RNN(nn.OptimizedLSTMCell(H)), nn.RNN(nn.GRUCell(H))],
+                 "stacked layers of different cells")]
     if backend == "mxnet":
         rnn = importlib.import_module("mxnet").gluon.rnn
         return [(rnn.RNN(H, activation="relu"), "activation='relu'"),
@@ -136,6 +143,8 @@ def test_a_layer_that_is_not_a_recurrent_layer_or_has_the_wrong_input_size_is_re
         layers = importlib.import_module("tensorflow").keras.layers
         other, sized = layers.Dense(H), layers.GRU(H)
         sized.build((None, None, 10))  # Keras layers learn their input size when built
+    elif backend == "jax":  # Flax cells take their input size from the first call: nothing to check
+        other, sized = importlib.import_module("flax.linen").Dense(H), None
     else:
         gluon = importlib.import_module("mxnet").gluon
         other, sized = gluon.nn.Dense(H), gluon.rnn.GRU(H, input_size=10)
@@ -143,6 +152,8 @@ def test_a_layer_that_is_not_a_recurrent_layer_or_has_the_wrong_input_size_is_re
         d2l.RNNModel(other, V)
     assert f"RNNModel cannot use {type(other).__name__}: pass the framework's RNN, GRU or LSTM layer" in \
         _one_line(err)
+    if sized is None:
+        return
     with pytest.raises(d2l.ArgumentError) as err:
         d2l.RNNModel(sized, V)
     assert _one_line(err) == (f"the layer takes 10 inputs but the vocabulary has {V} tokens: build it "

@@ -105,6 +105,15 @@ def _readers_layer(backend, cell, num_layers, bidirectional, V, h):
         layers = [cls(h) for _ in range(num_layers)]
         layers = [tf.keras.layers.Bidirectional(one) for one in layers] if bidirectional else layers
         return tf.keras.Sequential(layers) if num_layers > 1 else layers[0]
+    if backend == "jax":
+        import flax.linen as nn
+
+        cls = {"rnn": nn.SimpleCell, "gru": nn.GRUCell, "lstm": nn.OptimizedLSTMCell}[cell]
+
+        def one():
+            return nn.Bidirectional(nn.RNN(cls(h)), nn.RNN(cls(h))) if bidirectional else nn.RNN(cls(h))
+
+        return [one() for _ in range(num_layers)] if num_layers > 1 else one()
     if backend == "mxnet":
         import mxnet as mx
 
@@ -132,7 +141,7 @@ def test_a_layer_the_reader_built_computes_the_scratch_stack(backend, cell, num_
     assert (config["cell"], config["num_layers"], config["bidirectional"]) == \
         (cell, num_layers, bidirectional)
     assert config["reset_after"] == (cell == "gru")
-    assert config["dropout"] == (0.3 if num_layers > 1 and backend != "tensorflow" else 0.0)
+    assert config["dropout"] == (0.3 if num_layers > 1 and backend not in ("tensorflow", "jax") else 0.0)
     scratch = d2l.StackedRNNModelScratch(V, h, cell, num_layers, bidirectional, reset_after=cell == "gru")
     assert scratch.param_names == net.param_names
     r = np.random.default_rng(3)
