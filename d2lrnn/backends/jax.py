@@ -79,8 +79,8 @@ def from_numpy(array, device=None):
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x``."""
-    return np.asarray(x)
+    """A NumPy array with the values of ``x`` (a writable copy: JAX's own view is read-only)."""
+    return np.array(x)
 
 
 def astype(x, dtype):
