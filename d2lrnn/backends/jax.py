@@ -13,6 +13,7 @@ call of the compiled function, and :func:`dropout` folds a per-call counter into
 """
 
 import contextlib
+import functools
 import os
 
 import numpy as np
@@ -353,6 +354,18 @@ def _flax_params(name, weights, h):
     return tree
 
 
+@functools.cache
+def _scanner(cell_class, features, reverse):
+    """A compiled scan of one cell over the steps: built once per kind of cell, so that calls outside a
+    compiled step (evaluation, tests) reuse it instead of tracing and compiling the scan every time."""
+    cell = cell_class(features)
+
+    def run(params, carry, X):
+        return jax.lax.scan(lambda c, x: cell.apply(params, c, x), carry, X, reverse=reverse)
+
+    return jax.jit(run)
+
+
 def _call(layer, weights, X, states, training):
     """One layer (its directions side by side): scan each cell over the steps of X (num_steps, batch, in)."""
     outputs, new_states = [], []
@@ -360,11 +373,7 @@ def _call(layer, weights, X, states, training):
         name = _cell_name(cell)
         params = {"params": _flax_params(name, w, cell.features)}
         carry = (state[1], state[0]) if name == "lstm" else state[0]  # Flax's LSTM carry is (c, h)
-
-        def step(carry, x, cell=cell, params=params):
-            return cell.apply(params, carry, x)
-
-        carry, Y = jax.lax.scan(step, carry, X, reverse=direction == 1)
+        carry, Y = _scanner(type(cell), cell.features, direction == 1)(params, carry, X)
         outputs.append(Y)
         new_states.append((carry[1], carry[0]) if name == "lstm" else (carry,))
     Y = outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=-1)
