@@ -100,8 +100,10 @@ def test_d2lrnn_predict_matches_its_eval_step(kind, rng):
 
 
 def test_d2lrnn_run_learns(backend):
-    # Compiled backends spend their first seconds compiling, inside the training clock.
-    minutes = 0.05 if backend in ("numpy", "torch") else 0.25
+    # The budget is wall-clock time, and CI runs five envs side by side on two cores (a 3-second budget
+    # on torch once got 7,680 tokens there, too few to learn); compiled backends also spend their
+    # first seconds compiling, inside the training clock.
+    minutes = 0.15 if backend in ("numpy", "torch") else 0.25
     result = bench_lm.run_d2lrnn("timemachine", "scratch", minutes, [minutes / 2], hidden=32, batch=16,
                                  num_steps=32, lr=1e-2, output_dropout=0.1, max_tokens=30000)
     vocab = result["vocab_size"]
