@@ -12,7 +12,8 @@ d2lrnn); ``--framework`` times the reference instead: the plain framework loop o
 per model so the peak RSS belongs to that training run. For d2lrnn's models it also measures the
 float32 GFLOP/s of a 2048 x 2048 matmul on the same backend just before and after training (the
 machine's ceiling, the better of the two) and the time of one epoch of data batches (for the data
-pipeline's share of an epoch).
+pipeline's share of an epoch). The first step is timed on its own as well: on TensorFlow and JAX
+it includes tracing and compiling the step, which the median of the later steps leaves out.
 """
 
 import argparse
@@ -27,6 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("MKL_NUM_THREADS", "2")
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "2")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "2")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads=2")
+os.environ.setdefault("D2LRNN_JAX_CACHE", "off")  # the first step compiles: no programs from earlier runs
 if "--framework" in " ".join(sys.argv):  # the reference: d2lrnn (on NumPy) only loads the batches
     os.environ["D2LRNN_BACKEND"], os.environ["D2LRNN_MALLOC"] = "numpy", "default"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -63,16 +66,20 @@ def matmul_gflops(n=2048, repeats=5):
 
 
 def _time_steps(step, batches, seconds, warmup):
-    """Median seconds per ``step(batch)`` over about ``seconds`` after ``warmup`` steps, and the count."""
-    times, i = [], 0
+    """Median seconds per ``step(batch)`` over about ``seconds`` after ``warmup`` steps, the count, and
+    the seconds of the first step (compilation included where the step is compiled)."""
+    times, i, first = [], 0, None
     deadline = time.perf_counter() + seconds
     while i < warmup + 3 or time.perf_counter() < deadline:  # at least 3 timed steps
         start = time.perf_counter()
         step(batches[i % len(batches)])
+        if i == 0:
+            first = time.perf_counter() - start
+            deadline += first  # compiling does not eat into the timed window
         if i >= warmup:
             times.append(time.perf_counter() - start)
         i += 1
-    return float(np.median(times)), len(times)
+    return float(np.median(times)), len(times), first
 
 
 def _batches(steps):
@@ -83,7 +90,7 @@ def _batches(steps):
 
 def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None):
     """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
-    epoch and steps timed. ``model`` 'reference' is ``framework``'s plain loop."""
+    epoch, steps timed and the first step's seconds. ``model`` 'reference' is ``framework``'s plain loop."""
     d2l.manual_seed(0)
     train_iter, numpy_batches = _batches(steps)
     if model == "reference":
@@ -91,7 +98,7 @@ def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0
 
         ref = make_reference(framework, cell, VOCAB, hidden, BATCH)
         batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
-        per_batch, n = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
+        per_batch, n, first = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
     else:
         net = d2l.make_model(model, VOCAB, hidden, cell=cell)
         train_step = d2l.make_train_step(net, 1.0, 1.0)
@@ -102,8 +109,8 @@ def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0
             l, net.params, state[0] = train_step(net.params, *batch, state[0])
             float(ops.to_numpy(l))  # the training loop syncs on the loss every step too
 
-        per_batch, n = _time_steps(step, batches, seconds, warmup)
-    return BATCH * steps / per_batch, per_batch * len(numpy_batches), n
+        per_batch, n, first = _time_steps(step, batches, seconds, warmup)
+    return BATCH * steps / per_batch, per_batch * len(numpy_batches), n, first
 
 
 def set_framework_threads(name, n):
@@ -122,7 +129,7 @@ def set_framework_threads(name, n):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["scratch", "concise"], default="scratch")
-    parser.add_argument("--framework", choices=["torch", "tensorflow", "mxnet"],
+    parser.add_argument("--framework", choices=["torch", "tensorflow", "mxnet", "jax"],
                         help="time this framework's plain loop (bench/reference.py), not d2lrnn")
     parser.add_argument("--cell", choices=list(GATES), default="rnn")
     parser.add_argument("--hidden", type=int, default=HIDDEN)
@@ -136,7 +143,7 @@ def main(argv=None):
     else:
         ops.set_num_threads(2)
         ceiling_before = matmul_gflops()  # and again after: the same minutes of this shared machine
-    tokens_per_sec, epoch_seconds, steps = train_throughput(
+    tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
         args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework)
     result = {
         "backend": args.framework or d2l.backend_name(),
@@ -146,6 +153,7 @@ def main(argv=None):
         "num_steps": args.num_steps,
         "tokens_per_sec": tokens_per_sec,
         "steps_timed": steps,
+        "first_step_seconds": first_step,
         "train_epoch_seconds": epoch_seconds,
         "data_epoch_seconds": None if reference else time_data_epoch(BATCH, args.num_steps, False),
         "gflops_model": tokens_per_sec * flops_per_token(VOCAB, args.hidden, args.cell) / 1e9,

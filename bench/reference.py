@@ -2,10 +2,12 @@
 own documentation teaches it, with no d2lrnn code at all.
 
 A user who does not use d2lrnn would write this instead: the framework's fused recurrent layer
-(``torch.nn.RNN/GRU/LSTM``, Keras ``SimpleRNN/GRU/LSTM``, ``gluon.rnn.RNN/GRU/LSTM``), a dense output
-layer, the mean softmax cross-entropy over all batch x steps tokens, gradients clipped to a global
-norm, and the framework's own SGD. bench/bench_train.py times these steps (tokens/s) next to
-d2lrnn's models, so the comparison answers "what does d2lrnn cost over the plain framework?".
+(``torch.nn.RNN/GRU/LSTM``, Keras ``SimpleRNN/GRU/LSTM``, ``gluon.rnn.RNN/GRU/LSTM``; on JAX, Flax's
+``nn.RNN`` scanning ``SimpleCell/GRUCell/OptimizedLSTMCell``), a dense output layer, the mean softmax
+cross-entropy over all batch x steps tokens, gradients clipped to a global norm, and the framework's
+own SGD (optax's on JAX), with the step compiled where the framework compiles. bench/bench_train.py
+times these steps (tokens/s) next to d2lrnn's models, so the comparison answers "what does d2lrnn
+cost over the plain framework?".
 
 The training problem is the book's: inputs are the one-hot of the token ids, one recurrent layer,
 ``Linear(num_hiddens -> vocab_size)``, sequential partitioning (the hidden state is carried from
@@ -19,9 +21,10 @@ RNG is seeded with 0 so runs repeat.
     ref.layer_name              # e.g. "torch.nn.LSTM"
 
 ``ref.get_weights()`` returns the weights as ``{name: NumPy array}`` in the framework's own layout
-and gate order (names like ``"rnn.weight_ih_l0"``, ``"rnn/kernel"``, ``"rnn.l0_i2h_weight"``, and
-``dense...`` for the output layer); ``ref.set_weights({name: array})`` assigns any of them.
-``ref.rnn`` and ``ref.dense`` are the framework's layers themselves; ``ref.state`` is the carried
+and gate order (names like ``"rnn.weight_ih_l0"``, ``"rnn/kernel"``, ``"rnn.l0_i2h_weight"``,
+``"rnn/ir/kernel"``, and ``dense...`` for the output layer); ``ref.set_weights({name: array})``
+assigns any of them. ``ref.rnn`` and ``ref.dense`` are the framework's layers themselves (not on
+JAX, whose Flax modules hold no weights; ``ref.params`` is its tree); ``ref.state`` is the carried
 state and ``ref.reset_state()`` sets it back to zeros.
 
 The framework is imported inside ``make_reference`` only, so importing this module is cheap and a
@@ -31,15 +34,16 @@ process imports only the framework it uses.
 import numpy as np
 
 CELLS = ("rnn", "gru", "lstm")
-FRAMEWORKS = ("torch", "tensorflow", "mxnet")
+FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax")
 
 
 def make_reference(framework, cell, vocab_size, num_hiddens, batch_size, lr=1.0, clip=1.0):
-    """The plain-framework training loop for ``framework`` ('torch', 'tensorflow', 'mxnet') and
+    """The plain-framework training loop for ``framework`` ('torch', 'tensorflow', 'mxnet', 'jax') and
     ``cell`` ('rnn': tanh RNN, 'gru', 'lstm')."""
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}; expected one of {CELLS}")
-    builders = {"torch": TorchReference, "tensorflow": KerasReference, "mxnet": GluonReference}
+    builders = {"torch": TorchReference, "tensorflow": KerasReference, "mxnet": GluonReference,
+                "jax": FlaxReference}
     if framework not in builders:
         raise ValueError(f"unknown framework {framework!r}; expected one of {FRAMEWORKS}")
     return builders[framework](cell, vocab_size, num_hiddens, batch_size, lr, clip)
@@ -218,6 +222,81 @@ class GluonReference:
         params = self._named_params()
         for name, value in weights.items():
             params[name].set_data(self.mx.nd.array(_checked(value, params[name].shape, name)))
+
+
+class FlaxReference:
+    """Flax ``nn.RNN`` over ``SimpleCell``/``GRUCell``/``OptimizedLSTMCell`` (batch-major) + ``nn.Dense``,
+    ``jax.value_and_grad`` in a ``jax.jit`` step, ``optax.clip_by_global_norm`` chained with
+    ``optax.sgd``: the training loop of Flax's and optax's own guides, without d2lrnn's shim."""
+
+    def __init__(self, cell, vocab_size, num_hiddens, batch_size, lr, clip):
+        import jax
+        import jax.numpy as jnp
+        import optax
+        from flax import linen as nn
+
+        self.jax, self.jnp = jax, jnp
+        cell_class = {"rnn": nn.SimpleCell, "gru": nn.GRUCell, "lstm": nn.OptimizedLSTMCell}[cell]
+        self.layer_name = f"flax {cell_class.__name__} (jax.jit)"
+        self.vocab_size, self.num_hiddens, self.batch_size = vocab_size, num_hiddens, batch_size
+        self.is_lstm = cell == "lstm"
+
+        class LanguageModel(nn.Module):
+            @nn.compact
+            def __call__(self, X, carry):
+                inputs = jax.nn.one_hot(X, vocab_size, dtype=jnp.float32)
+                rnn = nn.RNN(cell_class(num_hiddens, name="rnn"), return_carry=True)  # weights: rnn/...
+                carry, outputs = rnn(inputs, initial_carry=carry)
+                return nn.Dense(vocab_size, name="dense")(outputs), carry
+
+        model = LanguageModel()
+        self.reset_state()
+        X0 = jnp.zeros((batch_size, 1), jnp.int32)
+        self.params = model.init(jax.random.key(0), X0, self.state)["params"]
+        optimizer = optax.chain(optax.clip_by_global_norm(clip), optax.sgd(lr))
+        self.opt_state = optimizer.init(self.params)
+
+        def loss_fn(params, X, Y, carry):
+            logits, carry = model.apply({"params": params}, X, carry)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, Y).mean(), carry
+
+        @jax.jit
+        def train_step(params, opt_state, X, Y, carry):
+            (loss, carry), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, X, Y, carry)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss, carry
+
+        self.train_step = train_step
+
+    def reset_state(self):
+        """Zeros: the state the first batch starts from (Flax's LSTM carry is (c, h))."""
+        zeros = self.jnp.zeros((self.batch_size, self.num_hiddens), self.jnp.float32)
+        self.state = (zeros, zeros) if self.is_lstm else zeros
+
+    def to_batch(self, X, Y):
+        return self.jnp.asarray(X, self.jnp.int32), self.jnp.asarray(Y, self.jnp.int32)
+
+    def step(self, batch):
+        X, Y = batch
+        # The carry comes back as plain arrays: the next step differentiates its own parameters only.
+        self.params, self.opt_state, loss, self.state = self.train_step(
+            self.params, self.opt_state, X, Y, self.state)
+        return float(loss)
+
+    def get_weights(self):
+        flat = self.jax.tree_util.tree_flatten_with_path(self.params)[0]
+        return {"/".join(k.key for k in path): np.array(v) for path, v in flat}
+
+    def set_weights(self, weights):
+        current = self.get_weights()
+        params = self.jax.tree_util.tree_map(lambda v: v, self.params)  # a copy of the nesting
+        for name, value in weights.items():
+            *parents, leaf = name.split("/")
+            node = params
+            for key in parents:
+                node = node[key]
+            node[leaf] = self.jnp.asarray(_checked(value, current[name].shape, name))
+        self.params = params
 
 
 def _gluon_language_model(cell, vocab_size, num_hiddens):

@@ -8,7 +8,7 @@ The reference's weights are set to known values made in NumPy, then:
 - step 2's loss equals a NumPy forward with the weights read back after step 1, starting from the
   state NumPy reached at the end of batch 1 (the state is carried between batches);
 - with large gradients, the update of all weights together has norm ``lr * clip`` (global clipping).
-Runs on torch, tensorflow and mxnet (D2LRNN_BACKEND); the numpy backend has no fused layer.
+Runs on torch, tensorflow, mxnet and jax (D2LRNN_BACKEND); the numpy backend has no fused layer.
 """
 
 import ast
@@ -26,7 +26,11 @@ LAYER_NAMES = {
                    "lstm": "keras LSTM (tf.function)"},
     "mxnet": {"rnn": "gluon.rnn.RNN (hybridized)", "gru": "gluon.rnn.GRU (hybridized)",
               "lstm": "gluon.rnn.LSTM (hybridized)"},
+    "jax": {"rnn": "flax SimpleCell (jax.jit)", "gru": "flax GRUCell (jax.jit)",
+            "lstm": "flax OptimizedLSTMCell (jax.jit)"},
 }
+#: Flax's Dense names for torch's gate order (GRU r, z, n; LSTM i, f, g, o).
+FLAX_GATES = {"rnn": ("",), "gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
 
 
 @pytest.fixture
@@ -64,6 +68,16 @@ def canonical(framework, cell, w):
             order = np.r_[HIDDEN:2 * HIDDEN, 0:HIDDEN, 2 * HIDDEN:3 * HIDDEN]
             Wx, Wh, bx, bh = Wx[:, order], Wh[:, order], bx[order], bh[order]
         return dict(Wx=Wx, Wh=Wh, bx=bx, bh=bh, Wq=w["dense/kernel"], bq=w["dense/bias"])
+    if framework == "jax":  # one Dense per gate; a gate's bias is on its input or its recurrent Dense
+        def gate(prefix, g, what):
+            return w.get(f"rnn/{prefix}{g}/{what}", np.zeros(HIDDEN))
+
+        gates = FLAX_GATES[cell]
+        return dict(Wx=np.concatenate([gate("i", g, "kernel") for g in gates], axis=1),
+                    Wh=np.concatenate([gate("h", g, "kernel") for g in gates], axis=1),
+                    bx=np.concatenate([gate("i", g, "bias") for g in gates]),
+                    bh=np.concatenate([gate("h", g, "bias") for g in gates]),
+                    Wq=w["dense/kernel"], bq=w["dense/bias"])
     if framework == "torch":
         names = ("rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0", "rnn.bias_hh_l0")
     else:
@@ -161,11 +175,11 @@ def test_reference_does_not_use_d2lrnn():
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add("." if node.level else node.module.split(".")[0])
-    assert imported <= {"numpy", "torch", "keras", "tensorflow", "mxnet"}  # no d2lrnn, no bench
+    assert imported <= {"numpy", "torch", "keras", "tensorflow", "mxnet", "jax", "flax", "optax"}  # no d2lrnn
 
 
 def test_unknown_names_are_refused():
     with pytest.raises(ValueError, match="framework"):
-        make_reference("jax", "gru", VOCAB, HIDDEN, BATCH)
+        make_reference("paddle", "gru", VOCAB, HIDDEN, BATCH)
     with pytest.raises(ValueError, match="cell"):
         make_reference("torch", "transformer", VOCAB, HIDDEN, BATCH)
