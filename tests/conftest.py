@@ -1,14 +1,27 @@
 """Shared fixtures: the active backend, a seeded NumPy generator, the project root."""
 
+import atexit
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
 
-import d2lrnn as d2l
+if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    # XLA compiling is most of a JAX test's time, and the suite builds the same programs many times:
+    # new jitted steps of the same model in this process, and again in every notebook kernel and command
+    # line it starts. One compilation cache for the session (set before JAX loads, and inherited by those
+    # processes) compiles each program once; a fresh directory, so nothing carries over between runs.
+    _jax_cache = tempfile.mkdtemp(prefix="d2lrnn-test-jax-cache-")
+    atexit.register(shutil.rmtree, _jax_cache, True)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+
+import d2lrnn as d2l  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

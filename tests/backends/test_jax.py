@@ -1,0 +1,59 @@
+"""What only the JAX backend does: it keeps XLA's compiled programs on disk between runs.
+
+Run in fresh interpreters (JAX reads its cache setting when it loads), where jax is installed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("jax", reason="the jax backend's own behaviour; jax is installed in the jax env")
+
+# Compile one small program (JAX's thresholds lowered so that it is kept) and report the setting.
+SCRIPT = """
+import json
+import d2lrnn as d2l
+import jax
+step = d2l.compile(lambda X: d2l.sum(d2l.tanh(d2l.matmul(X, X))))
+step(d2l.ones((4, 4)))
+print(json.dumps(jax.config.jax_compilation_cache_dir))
+"""
+
+
+def cache_dir_in_fresh_process(tmp_path, **env):
+    """The cache folder JAX was given in a new process with ``env`` (and HOME in ``tmp_path``)."""
+    full = {k: v for k, v in os.environ.items()
+            if not k.startswith("JAX_COMPILATION_CACHE") and k not in ("D2LRNN_JAX_CACHE", "XDG_CACHE_HOME")}
+    full.update(HOME=str(tmp_path / "home"), D2LRNN_BACKEND="jax", PYTHONPATH=str(ROOT),
+                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=full,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_compiled_programs_are_kept_in_the_users_cache_folder(tmp_path):
+    where = tmp_path / "home" / ".cache" / "d2lrnn" / "jax"
+    assert cache_dir_in_fresh_process(tmp_path) == str(where)
+    assert any(where.iterdir())  # the program compiled above is on disk
+
+
+def test_xdg_cache_home_and_d2lrnn_jax_cache_choose_the_folder(tmp_path):
+    xdg = tmp_path / "xdg"
+    assert cache_dir_in_fresh_process(tmp_path, XDG_CACHE_HOME=str(xdg)) == str(xdg / "d2lrnn" / "jax")
+    mine = tmp_path / "mine"
+    assert cache_dir_in_fresh_process(tmp_path, D2LRNN_JAX_CACHE=str(mine)) == str(mine)
+    assert any(mine.iterdir())
+
+
+def test_off_and_jaxs_own_setting_are_respected(tmp_path):
+    assert cache_dir_in_fresh_process(tmp_path, D2LRNN_JAX_CACHE="off") is None
+    assert not (tmp_path / "home" / ".cache").exists()
+    theirs = tmp_path / "theirs"
+    assert cache_dir_in_fresh_process(tmp_path, JAX_COMPILATION_CACHE_DIR=str(theirs)) == str(theirs)
