@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import checks, ops
+from . import checks, inplace, ops
 from .backends import backend_name
 from .errors import ArgumentError, DataError, TrainingError
 from .optim import SGD, Schedule, get_optimizer
@@ -89,23 +89,40 @@ class Accumulator:
 def grad_clipping(grads, theta):
     """Scale gradients so their global norm is at most ``theta``: g <- min(1, theta / ||g||) g.
 
-    ``grads`` is a list of tensors; a new list is returned. The scale is computed as
-    ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a Python branch,
-    so it also runs inside a compiled (graph-mode) step.
+    ``grads`` is a list of tensors; a new list is returned (TensorFlow's book form too). The scale is
+    computed as ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a Python
+    branch, so it also runs inside a compiled (graph-mode) step.
+
+    The book's PyTorch and MXNet form, ``grad_clipping(net, theta)`` after ``l.backward()``, scales
+    the gradients attached to the network's parameters in place (``net`` a framework module or a
+    model with ``.params``) and returns None.
     """
-    if hasattr(grads, "params"):
-        raise ArgumentError("grad_clipping takes the list of gradients (updates here are functional), "
-                            "not the network: grads = grad_clipping(grads, theta)")
     if not ops.is_tensor(theta):
         checks.positive_number("theta", theta, " (the largest gradient norm, e.g. 1)")
+    if inplace.params_of(grads) is not None and not isinstance(grads, (list, tuple)):
+        return inplace.clip_attached(grads, theta, _clip)
+    return _clip(grads, theta)
+
+
+def _clip(grads, theta):
     norm = ops.sqrt(sum(ops.sum(g * g) for g in grads))
     scale = theta / ops.maximum(norm, theta)
     return [g * scale for g in grads]
 
 
-def sgd(params, grads, lr, batch_size=1):
-    """Minibatch stochastic gradient descent: p <- p - lr * g / batch_size, as new tensors."""
-    return [p - (lr / batch_size) * g for p, g in zip(params, grads)]
+def sgd(params, grads, lr=None, batch_size=1):
+    """Minibatch stochastic gradient descent: p <- p - lr * g / batch_size, as new tensors.
+
+    The book's forms work too: ``sgd(params, lr, batch_size)`` (PyTorch, MXNet) updates each parameter
+    in place from the gradient its backward pass attached, and ``tf.Variable`` parameters (TensorFlow)
+    are assigned in place; both return the same parameter list.
+    """
+    if not isinstance(grads, (list, tuple)) and not ops.is_tensor(grads):  # sgd(params, lr, batch_size)
+        inplace.sgd(params, grads, batch_size if lr is None else lr)
+        return list(params)
+    if lr is None:
+        raise ArgumentError("d2l.sgd(params, grads, lr, batch_size): give the learning rate")
+    return inplace.assign_variables(params, [p - (lr / batch_size) * g for p, g in zip(params, grads)])
 
 
 def lm_loss(Y_hat, Y):

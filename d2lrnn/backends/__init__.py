@@ -26,6 +26,7 @@ from . import _common
 # The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
 # iterators): public here, so that code above the shim never reaches into the backends' private helpers.
 from ._common import (  # noqa: F401 - part of this package's API
+    Imperative,
     NativeRNN,
     generator,
     generator_state,
@@ -49,6 +50,8 @@ SHIM_FUNCTIONS = (
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
     # the framework's own recurrent layers (a NativeRNN declaration, or None), dropout
     "native_rnn", "dropout",
+    # the book's in-place training on the framework (an Imperative declaration, or None)
+    "imperative",
     # randomness, gradients, compilation, devices
     "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",

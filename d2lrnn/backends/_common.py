@@ -208,3 +208,29 @@ class NativeRNN:
     def supports(self, cell, reset_after=False):
         """Whether the framework has a layer computing ``cell`` (in the given GRU form)."""
         return cell in self.gate_order and (cell != "gru" or reset_after in self.gru_forms)
+
+
+@dataclasses.dataclass(frozen=True)
+class Imperative:
+    """A backend's declaration of what the book's own training cells do in place on its framework.
+
+    The book trains the PyTorch and MXNet way: a backward pass attaches a gradient to every parameter,
+    ``sgd`` and ``grad_clipping`` rewrite parameters and gradients in place. TensorFlow's cells keep
+    parameters in ``tf.Variable``s that are assigned in place. d2lrnn's own code is functional; these
+    hooks let ``d2l.sgd(params, lr, batch_size)``, ``d2l.grad_clipping(net, theta)`` and the book's
+    model classes work as the book's cells use them.
+
+    - ``grad(param)``: the gradient the framework's backward pass attached to ``param`` (None if none
+      was), or ``grad`` is None where the framework attaches none (TensorFlow);
+    - ``set_grad(param, g)``: overwrite that gradient in place;
+    - ``assign(param, value)``: overwrite the parameter's values in place;
+    - ``is_variable(x)``: whether ``x`` is a parameter the framework updates in place (``tf.Variable``);
+    - ``module_params(obj)``: the trainable parameters of a framework module (``nn.Module``, a gluon
+      ``Block``, a Keras layer or model), or None if ``obj`` is not one.
+    """
+
+    grad: object
+    set_grad: object
+    assign: object
+    is_variable: object
+    module_params: object

@@ -413,6 +413,11 @@ def native_rnn():
     return _NATIVE
 
 
+def imperative():
+    """JAX arrays are immutable and carry no gradients: only the functional forms apply."""
+    return None
+
+
 class _Keys:
     """Where dropout gets its JAX keys: the host's key (eager calls), or, while a compiled function
     is traced, the key that function receives with each call."""

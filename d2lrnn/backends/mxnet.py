@@ -435,6 +435,30 @@ def native_rnn():
     return _NATIVE
 
 
+def _assign(param, value):
+    param[:] = value
+
+
+def _set_grad(param, g):
+    param.grad[:] = g
+
+
+def _module_params(obj):
+    if isinstance(obj, mx.gluon.Block):
+        return [p.data() for p in obj.collect_params().values() if p.grad_req != "null"]
+    return None
+
+
+_IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad,
+                                 assign=_assign, is_variable=lambda x: False, module_params=_module_params)
+
+
+def imperative():
+    """``attach_grad()`` and ``l.backward()`` put a gradient on every parameter; the book's ``sgd`` and
+    ``grad_clipping`` rewrite parameters and gradients in place (see ``Imperative``)."""
+    return _IMPERATIVE
+
+
 def dropout(x, p):
     """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return nd.Dropout(x, p=p, mode="always")

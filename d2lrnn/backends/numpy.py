@@ -336,6 +336,12 @@ def native_rnn():
     return None
 
 
+def imperative():
+    """NumPy arrays carry no gradients and HIPS autograd is functional: the book's in-place forms do not
+    apply (``d2l.value_and_grad`` gives the gradients, ``d2l.sgd(params, grads, lr)`` new parameters)."""
+    return None
+
+
 _dropout_rng = np.random.default_rng(0)
 
 

@@ -21,8 +21,16 @@ with _common.native_stderr_filtered(lambda text: _tflog.at_level(text, _LEVEL)):
     tf = _common.require("tensorflow", "tensorflow")
 
 
+def _device_name(device):
+    """A device name; a ``tf.distribute`` strategy (what the book's TensorFlow cells pass as the device)
+    stands for its first worker device."""
+    if isinstance(device, tf.distribute.Strategy):
+        return device.extended.worker_devices[0]
+    return device
+
+
 def _on(device):
-    return tf.device(device) if device is not None else contextlib.nullcontext()
+    return tf.device(_device_name(device)) if device is not None else contextlib.nullcontext()
 
 
 # -- creating and converting -------------------------------------------------------------
@@ -366,6 +374,23 @@ def native_rnn():
     return _NATIVE
 
 
+def _module_params(obj):
+    if isinstance(obj, (tf.Module, tf.keras.layers.Layer)):
+        return list(obj.trainable_variables)
+    return None
+
+
+_IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
+                                 is_variable=lambda x: isinstance(x, tf.Variable),
+                                 module_params=_module_params)
+
+
+def imperative():
+    """TensorFlow attaches no gradients (``tape.gradient`` returns them); the book's parameters are
+    ``tf.Variable``s, assigned in place by ``d2l.sgd(params, grads, lr, batch_size)``."""
+    return _IMPERATIVE
+
+
 def dropout(x, p):
     """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return tf.nn.dropout(x, rate=p)
@@ -486,8 +511,8 @@ def num_gpus():
 
 
 def to_device(x, device):
-    """``x`` copied to ``device``."""
-    with tf.device(device):
+    """``x`` copied to ``device`` (a device name, or a ``tf.distribute`` strategy's device)."""
+    with tf.device(_device_name(device)):
         return tf.identity(x)
 
 

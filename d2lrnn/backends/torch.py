@@ -333,6 +333,32 @@ def native_rnn():
     return _NATIVE
 
 
+def _assign(param, value):
+    with torch.no_grad():
+        param.copy_(value.detach() if isinstance(value, torch.Tensor) else torch.as_tensor(value))
+
+
+def _set_grad(param, g):
+    with torch.no_grad():
+        param.grad.copy_(g)
+
+
+def _module_params(obj):
+    if isinstance(obj, torch.nn.Module):
+        return [p for p in obj.parameters() if p.requires_grad]
+    return None
+
+
+_IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
+                                 is_variable=lambda x: False, module_params=_module_params)
+
+
+def imperative():
+    """``loss.backward()`` attaches ``.grad`` to every parameter; the book's ``sgd`` and ``grad_clipping``
+    rewrite parameters and gradients in place (see ``Imperative``)."""
+    return _IMPERATIVE
+
+
 def dropout(x, p):
     """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return torch.nn.functional.dropout(x, p, training=True)

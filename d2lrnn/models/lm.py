@@ -15,6 +15,8 @@ The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b
 ``b_q``), so the same SGD step, checkpoints and parity tests serve every model and backend.
 """
 
+import inspect
+
 from .. import checks, ops
 from ..errors import ArgumentError
 from .cell import get_cell
@@ -30,8 +32,13 @@ def _named(net):
 class _LanguageModel:
     """What every model shares: calling, named parameters, the book-layout accessors."""
 
-    def __call__(self, X, state):
-        return self.forward(self.params, X, state)
+    def __call__(self, X, state, params=None):
+        return self.forward(self.params if params is None else params, X, state)
+
+    @property
+    def trainable_variables(self):
+        """The parameters, by the name TensorFlow's cells of the book use (``net.trainable_variables``)."""
+        return self.params
 
     def named_params(self):
         """``{name: tensor}`` in order: ``W_xh``, ..., ``l1.W_xh``, ..., ``W_hq``, ``b_q``."""
@@ -138,6 +145,16 @@ class RNNModel(_LayerModel):
         return self.rnn.layer_params(self.params[:-2])
 
 
+def _with_device(fn, first, num_hiddens, device):
+    """``fn(first, num_hiddens, device)``, or ``fn(first, num_hiddens)`` for a reader's function written as
+    the book's TensorFlow cells write ``get_params`` and ``init_state`` (TensorFlow places tensors itself)."""
+    try:
+        takes_device = len(inspect.signature(fn).parameters) != 2
+    except (TypeError, ValueError):  # no signature to read: d2lrnn's form
+        takes_device = True
+    return fn(first, num_hiddens, device) if takes_device else fn(first, num_hiddens)
+
+
 class RNNModelScratch(_LanguageModel):
     """An RNN language model from scratch (the book's ``RNNModelScratch``).
 
@@ -153,8 +170,10 @@ class RNNModelScratch(_LanguageModel):
                  init_state=init_rnn_state, forward_fn=rnn):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
+        if callable(device):  # TensorFlow's book form: (V, num_hiddens, init_state, forward_fn, get_params)
+            device, init_state, forward_fn, get_params = None, device, get_params, init_state
         self.vocab_size, self.num_hiddens, self.device = vocab_size, num_hiddens, device
-        self.params = list(get_params(vocab_size, num_hiddens, device))
+        self.params = list(_with_device(get_params, vocab_size, num_hiddens, device))
         self.init_state, self.forward_fn = init_state, forward_fn
         self.cell = self._cell(get_params, len(self.params))
         if self.cell is not None:
@@ -184,9 +203,9 @@ class RNNModelScratch(_LanguageModel):
             inputs = ops.one_hot(ops.transpose(X), self.vocab_size)
         return self.forward_fn(inputs, state, params)
 
-    def begin_state(self, batch_size, device=None):
-        """A fresh (zero) state for ``batch_size`` sequences."""
-        return self.init_state(batch_size, self.num_hiddens, device)
+    def begin_state(self, batch_size, device=None, **kwargs):
+        """A fresh (zero) state for ``batch_size`` sequences (TensorFlow's cells also pass ``dtype=``)."""
+        return _with_device(self.init_state, batch_size, self.num_hiddens, device)
 
     def config(self):
         """The settings that rebuild this model, if it is built from d2lrnn's own functions."""

@@ -9,7 +9,7 @@ import pytest
 import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.backends import SHIM_FUNCTIONS, available_backends
-from tests.backends.shared import framework_gpu_count, product_and_tanh_sum
+from tests.backends.shared import book_sgd_and_clip, framework_gpu_count, product_and_tanh_sum
 from tests.parity import assert_close, assert_parity
 
 BACKENDS_DIR = pathlib.Path(d2l.__file__).parent / "backends"
@@ -173,6 +173,8 @@ CASES = {
     # Gradients here are sums over 5 steps x 2 sequences of O(1) terms that cancel to ~1e-2, so a
     # different (equally valid) float32 summation order moves them by ~1e-6 absolute: atol 1e-5.
     "native_rnn": [(_native_lstm_forward, _lstm_inputs(), True, {"atol": 1e-5})],
+    # the same clipped step from P, G: ||G|| = 3 sqrt(12) ~ 10 > 1, so the clipping acts
+    "imperative": [(book_sgd_and_clip, [f32(3, 4), np.full((3, 4), 3.0, np.float32)], False)],
     # each framework draws its own mask: compared are what every mask must give
     "dropout": [(_dropout_statistics, [f32(40, 100) + 5], False)],
     "manual_seed": [(_seeded_normal, [], False)],

@@ -26,7 +26,7 @@ import pytest
 import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.backends import SHIM_FUNCTIONS
-from tests.backends.shared import framework_gpu_count, product_and_tanh_sum
+from tests.backends.shared import book_sgd_and_clip, framework_gpu_count, product_and_tanh_sum
 
 U = 2.0 ** -24  # float32 unit roundoff: |fl(x) - x| <= U |x| for one correctly rounded operation
 TINY = float(np.finfo(np.float32).tiny)  # below this float32 is subnormal and has no relative precision
@@ -690,6 +690,15 @@ def test_detach_keeps_the_values():
     check(d, 2 * x)
 
 
+def test_imperative_book_step_is_the_clipped_sgd_formula():
+    # P - lr / batch_size * G * min(1, theta / ||G||) with lr 0.1, batch 2, theta 1: ||G|| = 3 sqrt(12).
+    # A few roundings of float32 on O(1) numbers: 8 U absolute.
+    P, G = f32(3, 4), np.full((3, 4), 3.0, np.float32)
+    G64 = G.astype(np.float64)
+    expected = P - 0.05 * G64 / np.sqrt(np.sum(G64 * G64))
+    np.testing.assert_allclose(ops.to_numpy(book_sgd_and_clip(t(P), t(G))), expected, rtol=0, atol=8 * U)
+
+
 def test_value_and_grad_value_part():
     W, X, b = f32(4, 3), f32(5, 4), f32(3)
     H64 = np.tanh(f64(X) @ f64(W))
@@ -887,6 +896,7 @@ VALUE_TESTS = {
     "custom_vjp": ["test_custom_vjp_forward_is_fwds_outputs"],
     "num_gpus": ["test_num_gpus_is_the_frameworks_count"],
     "to_device": ["test_to_device_keeps_the_values"],
+    "imperative": ["test_imperative_book_step_is_the_clipped_sgd_formula"],
 }
 
 #: shim functions with no value of their own to compare with a formula: (why, the tests that check

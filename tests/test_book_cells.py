@@ -1,0 +1,235 @@
+"""The book's own framework cells run with ``import d2lrnn as d2l`` in place of ``from d2l import ...``.
+
+What a reader of the RNN-from-scratch section writes for their framework, in that framework's API: their
+own ``get_params``, ``init_rnn_state`` and ``rnn``, ``d2l.RNNModelScratch`` over them, the section's
+training loop (``l.backward()``, ``d2l.grad_clipping(net, 1)`` and ``d2l.sgd(net.params, lr,
+batch_size)`` on PyTorch; a ``GradientTape``, ``d2l.grad_clipping(grads, 1)`` and a Keras optimizer on
+TensorFlow), then ``d2l.train_ch8`` and ``d2l.predict_ch8`` on the same model as later sections call
+them. Written here from the book's API (not copied from its cells).
+
+Each reader's run must give the perplexities of d2lrnn's own functional training from the same
+weights and minibatches (the same function, computed another way: float32 rounding only), and fall.
+On the backends whose tensors carry no gradients the book's in-place forms say in one line what to
+write instead.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import d2lrnn as d2l
+from d2lrnn import ops
+
+NUM_HIDDENS, LR, NUM_EPOCHS = 32, 1.0, 4
+
+
+@pytest.fixture(scope="module")
+def data():
+    return d2l.load_data_time_machine(batch_size=8, num_steps=10, max_tokens=1500)
+
+
+def torch_reader():
+    """The PyTorch cells: parameters with ``requires_grad_``, ``torch.mm``, the in-place loop."""
+    import torch
+
+    def get_params(vocab_size, num_hiddens, device):
+        num_inputs = num_outputs = vocab_size
+
+        def normal(shape):
+            return torch.randn(size=shape, device=device) * 0.01
+
+        W_xh, W_hh = normal((num_inputs, num_hiddens)), normal((num_hiddens, num_hiddens))
+        b_h = torch.zeros(num_hiddens, device=device)
+        W_hq, b_q = normal((num_hiddens, num_outputs)), torch.zeros(num_outputs, device=device)
+        params = [W_xh, W_hh, b_h, W_hq, b_q]
+        for param in params:
+            param.requires_grad_(True)
+        return params
+
+    def init_rnn_state(batch_size, num_hiddens, device):
+        return (torch.zeros((batch_size, num_hiddens), device=device),)
+
+    def rnn(inputs, state, params):
+        W_xh, W_hh, b_h, W_hq, b_q = params
+        (H,) = state
+        outputs = []
+        for X in inputs:
+            H = torch.tanh(torch.mm(X, W_xh) + torch.mm(H, W_hh) + b_h)
+            outputs.append(torch.mm(H, W_hq) + b_q)
+        return torch.cat(outputs, dim=0), (H,)
+
+    def train_epoch(net, train_iter, loss, updater, device):
+        state, timer = None, d2l.Timer()
+        metric = d2l.Accumulator(2)
+        for X, Y in train_iter:
+            if state is None:
+                state = net.begin_state(batch_size=X.shape[0], device=device)
+            else:
+                for s in state:
+                    s.detach_()
+            y = Y.T.reshape(-1)
+            X, y = X.to(device), y.to(device)
+            y_hat, state = net(X, state)
+            l = loss(y_hat, y.long()).mean()  # noqa: E741 - the book's name
+            l.backward()
+            d2l.grad_clipping(net, 1)
+            updater(batch_size=1)
+            metric.add(l * y.numel(), y.numel())
+        return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
+
+    def train(train_iter, vocab, device):
+        torch.manual_seed(0)
+        net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, device, get_params, init_rnn_state, rnn)
+        start = [p.detach().numpy().copy() for p in net.params]
+        loss = torch.nn.CrossEntropyLoss()
+
+        def updater(batch_size):
+            return d2l.sgd(net.params, LR, batch_size)
+
+        d2l.manual_seed(0)  # the minibatches' random offsets: the same as for the functional run
+        ppl = [train_epoch(net, train_iter, loss, updater, device)[0] for _ in range(NUM_EPOCHS)]
+        return net, start, ppl
+
+    def new_model(vocab):
+        return d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, d2l.try_gpu(), get_params, init_rnn_state, rnn)
+
+    return train, new_model, d2l.try_gpu()
+
+
+def tensorflow_reader():
+    """The TensorFlow cells: ``tf.Variable`` parameters, the section's own ``RNNModelScratch`` argument
+    order, a ``GradientTape``, ``d2l.grad_clipping(grads, 1)`` and Keras's SGD, a strategy as device."""
+    import tensorflow as tf
+
+    def get_params(vocab_size, num_hiddens):
+        num_inputs = num_outputs = vocab_size
+
+        def normal(shape):
+            return tf.random.normal(shape=shape, stddev=0.01, mean=0, dtype=tf.float32)
+
+        W_xh = tf.Variable(normal((num_inputs, num_hiddens)), dtype=tf.float32)
+        W_hh = tf.Variable(normal((num_hiddens, num_hiddens)), dtype=tf.float32)
+        b_h = tf.Variable(tf.zeros(num_hiddens), dtype=tf.float32)
+        W_hq = tf.Variable(normal((num_hiddens, num_outputs)), dtype=tf.float32)
+        b_q = tf.Variable(tf.zeros(num_outputs), dtype=tf.float32)
+        return [W_xh, W_hh, b_h, W_hq, b_q]
+
+    def init_rnn_state(batch_size, num_hiddens):
+        return (tf.zeros((batch_size, num_hiddens)),)
+
+    def rnn(inputs, state, params):
+        W_xh, W_hh, b_h, W_hq, b_q = params
+        (H,) = state
+        outputs = []
+        for X in inputs:
+            X = tf.reshape(X, [-1, W_xh.shape[0]])
+            H = tf.tanh(tf.matmul(X, W_xh) + tf.matmul(H, W_hh) + b_h)
+            outputs.append(tf.matmul(H, W_hq) + b_q)
+        return tf.concat(outputs, axis=0), (H,)
+
+    def train_epoch(net, train_iter, loss, updater):
+        state, timer = None, d2l.Timer()
+        metric = d2l.Accumulator(2)
+        for X, Y in train_iter:
+            if state is None:
+                state = net.begin_state(batch_size=X.shape[0], dtype=tf.float32)
+            with tf.GradientTape(persistent=True) as g:
+                y_hat, state = net(X, state)
+                y = tf.reshape(tf.transpose(Y), (-1))
+                l = loss(y, y_hat)  # noqa: E741 - the book's name
+            params = net.trainable_variables
+            grads = g.gradient(l, params)
+            grads = d2l.grad_clipping(grads, 1)
+            updater.apply_gradients(zip(grads, params))
+            metric.add(l * d2l.size(y), d2l.size(y))
+        return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
+
+    def train(train_iter, vocab, device):
+        tf.random.set_seed(0)
+        net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, init_rnn_state, rnn, get_params)
+        start = [v.numpy().copy() for v in net.trainable_variables]
+        with device.scope():
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            updater = tf.keras.optimizers.SGD(LR)
+        d2l.manual_seed(0)
+        ppl = [train_epoch(net, train_iter, loss, updater)[0] for _ in range(NUM_EPOCHS)]
+        return net, start, ppl
+
+    def new_model(vocab):
+        return d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, init_rnn_state, rnn, get_params)
+
+    return train, new_model, tf.distribute.OneDeviceStrategy("/CPU:0")
+
+
+READERS = {"torch": torch_reader, "tensorflow": tensorflow_reader}
+
+
+@pytest.fixture
+def reader(backend):
+    """The book's cells for the active backend's framework."""
+    if backend == "mxnet":
+        pytest.xfail("issue 16 is open for MXNet: the book's MXNet cells compute on mxnet.np arrays "
+                     "(npx.set_np()), which d2lrnn's MXNet backend (mxnet.nd) does not take yet")
+    if backend not in READERS:
+        pytest.skip(f"the book's cells for this chapter (d2l-zh 2.x) are PyTorch, MXNet and TensorFlow: "
+                    f"none are written for {backend}")
+    return READERS[backend]()
+
+
+def functional_run(start, train_iter, vocab):
+    """d2lrnn's own model and training from the same weights: the perplexity of every epoch."""
+    net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS)
+    net.params = [ops.from_numpy(w) for w in start]
+    d2l.manual_seed(0)  # each epoch's minibatches start at a random offset, drawn from d2lrnn's generator
+    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, progress=False, plot=False, verbose=False)
+    return history["train_ppl"]
+
+
+def test_the_sections_own_training_loop_trains_as_d2lrnn_does(reader, data):
+    train_iter, vocab = data
+    train, _, device = reader
+    net, start, ppl = train(train_iter, vocab, device)
+    # One function computed two ways (the reader's one-hot products and autograd, d2lrnn's gathers
+    # and hand-written BPTT): float32 rounding over 4 epochs of 18 steps, measured <= 6e-8 relative
+    # on torch and tensorflow.
+    np.testing.assert_allclose(ppl, functional_run(start, train_iter, vocab), rtol=1e-5)
+    assert ppl[-1] < 0.8 * ppl[0] and ppl[0] < len(vocab), ppl
+    X, _ = next(iter(train_iter))
+    Y, state = net(X, net.begin_state(batch_size=ops.shape(X)[0], device=device))
+    assert ops.shape(Y) == (10 * 8, len(vocab)) and ops.shape(state[0]) == (8, NUM_HIDDENS)
+
+
+def test_later_sections_train_and_predict_the_readers_model_with_d2l(backend, reader, data):
+    train_iter, vocab = data
+    _, new_model, device = reader
+    net = new_model(vocab)
+    start = [ops.to_numpy(ops.detach(p)) if backend == "torch" else p.numpy().copy() for p in net.params]
+    d2l.manual_seed(0)
+    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, device, progress=False, plot=False,
+                            verbose=False)
+    # the same training as d2lrnn's own model from the same weights: measured <= 6e-8 relative
+    np.testing.assert_allclose(history["train_ppl"], functional_run(start, train_iter, vocab), rtol=1e-5)
+    text = d2l.predict_ch8("time traveller ", 10, net, vocab, device)
+    assert text.startswith("time traveller ") and len(text) == len("time traveller ") + 10
+
+
+_NO_GRADS = ("d2l.sgd(params, lr, batch_size) works on the gradients a backward pass attaches to parameters "
+             "(PyTorch, MXNet), but {}: use params = d2l.sgd(params, grads, lr, batch_size) with grads from "
+             "d2l.value_and_grad")
+#: The book's in-place sgd on a tensor no backward pass has reached, on each backend.
+IN_PLACE_SGD_WITHOUT_GRADIENTS = {
+    "numpy": _NO_GRADS.format("tensors on the numpy backend carry no gradients"),
+    "jax": _NO_GRADS.format("tensors on the jax backend carry no gradients"),
+    "tensorflow": _NO_GRADS.format("TensorFlow attaches no gradients to variables "
+                                   "(tape.gradient returns them)"),
+    "torch": "d2l.sgd(params, lr, batch_size): a parameter has no gradient attached; call l.backward() first "
+             "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and autograd.record())",
+}
+IN_PLACE_SGD_WITHOUT_GRADIENTS["mxnet"] = IN_PLACE_SGD_WITHOUT_GRADIENTS["torch"]
+
+
+def test_the_in_place_sgd_says_what_to_do_where_no_gradient_is_attached(backend):
+    with pytest.raises(d2l.ArgumentError) as err:
+        d2l.sgd([ops.zeros(2)], LR, 1)
+    assert str(err.value) == IN_PLACE_SGD_WITHOUT_GRADIENTS[backend]
