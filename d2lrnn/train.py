@@ -16,6 +16,7 @@ import numpy as np
 from . import checks, inplace, ops
 from .backends import backend_name
 from .errors import ArgumentError, DataError, TrainingError
+from .models.module import as_model
 from .optim import SGD, Schedule, get_optimizer
 from .progress import Animator, progress_bar
 from .truncation import get_truncation, truncated_forward
@@ -321,8 +322,9 @@ def _diverged(what, kept, epoch, step=None):
 def _state_for(net, X, state, device, reset=False):
     """The state minibatch X starts from: carried over, or fresh (first batch, reset, new batch size)."""
     batch_size = ops.shape(X)[0]
-    if reset or state is None or batch_size != ops.shape(state[0])[0]:
-        return net.begin_state(batch_size, device)
+    made_for = getattr(net, "batch_size_of", lambda s: ops.shape(s[0])[0])
+    if reset or state is None or batch_size != made_for(state):
+        return net.begin_state(batch_size=batch_size, device=device)
     return state
 
 
@@ -398,7 +400,7 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
         raise ArgumentError(f"the vocabulary has {len(vocab)} tokens but the model {net.vocab_size}: "
                             "pass the vocabulary the model was trained with")
     ids = [vocab[t] for t in prefix]  # character tokens
-    state = net.begin_state(1, device)
+    state = net.begin_state(batch_size=1, device=device)  # keywords: the book's modules take (device, batch)
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
         _, state = net(ops.tensor([ids[:-1]], device=device), state)
     rng = np.random.default_rng(seed)
@@ -493,7 +495,22 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     warm-up. ``patience`` stops early when the validation perplexity has not improved for that many
     epochs, and leaves the best epoch's parameters in ``net.params``. ``updater`` is an
     :class:`Updater` to continue with (its optimizer state and step count), overriding the above.
+
+    ``net`` may also be the reader's own framework module (the book's concise ``RNNModel``, an
+    ``nn.Module`` on PyTorch): it is trained through :class:`d2lrnn.models.module.ModuleModel`, and
+    its parameters hold the trained values afterwards.
     """
+    model = as_model(net)
+    if model is not net:
+        try:
+            return train_ch8(model, train_iter, vocab, lr, num_epochs, device, use_random_iter, clip=clip,
+                             val_iter=val_iter, progress=progress, plot=plot, prefixes=prefixes,
+                             verbose=verbose, history=history, on_epoch=on_epoch,
+                             allow_bidirectional=allow_bidirectional, truncation=truncation,
+                             optimizer=optimizer, weight_decay=weight_decay, schedule=schedule,
+                             warmup=warmup, patience=patience, updater=updater)
+        finally:
+            model.write_back()
     check_causal(net, allow_bidirectional)
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")

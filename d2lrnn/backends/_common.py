@@ -226,7 +226,10 @@ class Imperative:
     - ``assign(param, value)``: overwrite the parameter's values in place;
     - ``is_variable(x)``: whether ``x`` is a parameter the framework updates in place (``tf.Variable``);
     - ``module_params(obj)``: the trainable parameters of a framework module (``nn.Module``, a gluon
-      ``Block``, a Keras layer or model), or None if ``obj`` is not one.
+      ``Block``, a Keras layer or model), or None if ``obj`` is not one;
+    - ``call_with(module, params, *args)``: the module run with ``params`` in place of its own
+      parameters (in ``module_params`` order), so that d2lrnn's functional training can differentiate
+      it; None where the framework has no such call (yet).
     """
 
     grad: object
@@ -234,3 +237,4 @@ class Imperative:
     assign: object
     is_variable: object
     module_params: object
+    call_with: object = None

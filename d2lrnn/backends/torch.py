@@ -349,8 +349,14 @@ def _module_params(obj):
     return None
 
 
+def _call_with(module, params, *args):
+    names = [name for name, p in module.named_parameters() if p.requires_grad]
+    return torch.func.functional_call(module, dict(zip(names, params)), args)
+
+
 _IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
-                                 is_variable=lambda x: False, module_params=_module_params)
+                                 is_variable=lambda x: False, module_params=_module_params,
+                                 call_with=_call_with)
 
 
 def imperative():

@@ -35,6 +35,15 @@ class _LanguageModel:
     def __call__(self, X, state, params=None):
         return self.forward(self.params if params is None else params, X, state)
 
+    def to(self, device):
+        """The model itself (PyTorch's ``model = model.to(device)`` in the book's cells): d2lrnn places its
+        parameters on the device given when the model is built."""
+        return self
+
+    def initialize(self, *args, **kwargs):
+        """Nothing to do (MXNet's ``model.initialize(force_reinit=True, ctx=device)`` in the book's cells):
+        d2lrnn draws the starting weights when the model is built."""
+
     @property
     def trainable_variables(self):
         """The parameters, by the name TensorFlow's cells of the book use (``net.trainable_variables``)."""

@@ -1,0 +1,67 @@
+"""A reader's own framework model, trained and sampled by d2lrnn's functional code.
+
+The book's concise sections write their language model as a framework module: on PyTorch a
+``class RNNModel(nn.Module)`` whose ``forward(inputs, state)`` returns ``(outputs, state)`` and whose
+``begin_state(device, batch_size=1)`` makes the zero state, and then call ``d2l.train_ch8`` on it.
+d2lrnn trains functionally, so :class:`ModuleModel` reads the module's trainable parameters into a
+list, runs the module with whatever list it is given (the backend's ``imperative().call_with``), and
+:meth:`ModuleModel.write_back` copies the trained values into the module's own parameters.
+"""
+
+from .. import ops
+from ..errors import ArgumentError
+
+
+def as_model(net):
+    """``net`` itself if d2lrnn can train it as it is, else a :class:`ModuleModel` over a framework
+    module (an :class:`ArgumentError` where the backend cannot run one functionally)."""
+    if hasattr(net, "params") and hasattr(net, "forward"):
+        return net
+    hooks = ops.imperative()
+    if hooks is None or hooks.module_params(net) is None:
+        return net
+    if hooks.call_with is None:
+        raise ArgumentError(f"d2l.train_ch8 cannot train a {type(net).__name__} module on this backend "
+                            "yet: build the model with d2l.RNNModel(rnn_layer, vocab_size)")
+    return ModuleModel(net, hooks)
+
+
+class ModuleModel:
+    """A framework module (the book's concise ``RNNModel``) with d2lrnn's model interface."""
+
+    kind = "module"
+
+    def __init__(self, module, hooks):
+        self.module, self._hooks = module, hooks
+        self.params = [ops.detach(p) for p in hooks.module_params(module)]
+        self.param_names = tuple(f"param{i}" for i in range(len(self.params)))
+        for name in ("vocab_size", "num_hiddens"):
+            if not hasattr(module, name):
+                raise ArgumentError(f"d2l.train_ch8 reads the model's {name}: set self.{name} in its "
+                                    "__init__, as the book's RNNModel does")
+        self.vocab_size, self.num_hiddens = module.vocab_size, module.num_hiddens
+
+    def forward(self, params, X, state):
+        """The module run with ``params``; its state travels as the one element of a tuple."""
+        Y, new_state = self._hooks.call_with(self.module, params, X, state[0])
+        return Y, (new_state,)
+
+    def __call__(self, X, state):
+        return self.forward(self.params, X, state)
+
+    def begin_state(self, batch_size, device=None):
+        """The module's own zero state, asked for by keyword (the book's order is (device, batch_size))."""
+        return (self.module.begin_state(batch_size=batch_size, device=device),)
+
+    @staticmethod
+    def batch_size_of(state):
+        """The batch size a state was made for: frameworks' layers keep (layers * directions, batch, h)."""
+        leaf = state[0]
+        while isinstance(leaf, (tuple, list)):
+            leaf = leaf[0]
+        return ops.shape(leaf)[1]
+
+    def write_back(self):
+        """Copy ``params`` (the trained values) into the module's own parameters."""
+        for own, value in zip(self._hooks.module_params(self.module), self.params):
+            self._hooks.assign(own, value)
