@@ -333,9 +333,11 @@ def torch_book_training(net, train_iter, lr, num_epochs, device):
 @pytest.mark.parametrize("layer", ["RNN", "LSTM"])
 def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop(backend, data, layer):
     skip_without_book_cells(backend)
-    if backend != "torch":
-        pytest.xfail(f"issue 16 is open: d2l.train_ch8 does not yet train the reader's own {backend} model "
-                     "class (a Keras model or Gluon block)")
+    if backend == "tensorflow":
+        pytest.skip("the book's TensorFlow RNNModel wraps keras.layers.RNN(time_major=True), which Keras 3 "
+                    "(TensorFlow 2.16 and later) no longer has: the cell fails before d2l is called")
+    if backend == "mxnet":
+        pytest.xfail("issue 16 is open: d2l.train_ch8 does not yet train the reader's own Gluon block")
     import copy
 
     import torch
