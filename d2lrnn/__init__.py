@@ -1,4 +1,4 @@
-"""d2lrnn: the RNN chapter of Dive into Deep Learning on NumPy, PyTorch, TensorFlow and MXNet.
+"""d2lrnn: the RNN chapter of Dive into Deep Learning on NumPy, PyTorch, TensorFlow, MXNet and JAX.
 
 Use it as the book does::
 
@@ -8,6 +8,8 @@ Use it as the book does::
 The backend comes from ``D2LRNN_BACKEND`` (default ``numpy``) or ``d2l.set_backend``.
 Only the active backend's framework is imported, and only when first used.
 """
+
+import functools
 
 from . import models, ops
 from .backends import (
@@ -140,10 +142,29 @@ __all__ = [
 ]
 
 
+#: Shim functions that place a new tensor: the book's MXNet cells name the device ``ctx=``.
+_PLACING = ("normal", "uniform", "zeros", "ones", "arange", "tensor", "from_numpy")
+
+
+def _ctx_as_device(fn):
+    """``fn`` also taking MXNet's ``ctx=`` for ``device=`` (``d2l.zeros(shape, ctx=device)``)."""
+
+    @functools.wraps(fn)
+    def placed(*args, **kwargs):
+        if "ctx" in kwargs:
+            if "device" in kwargs:
+                raise ArgumentError(f"d2l.{fn.__name__}: give the device once, as device= or ctx=")
+            kwargs["device"] = kwargs.pop("ctx")
+        return fn(*args, **kwargs)
+
+    return placed
+
+
 def __getattr__(name):
     # d2l.matmul, d2l.normal, ...: forwarded to the active backend at call time.
     if name in SHIM_FUNCTIONS or name in ALIASES:
-        return getattr(ops, name)
+        fn = getattr(ops, name)
+        return _ctx_as_device(fn) if name in _PLACING else fn
     raise AttributeError(f"module 'd2lrnn' has no attribute {name!r}")
 
 

@@ -362,3 +362,15 @@ def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop
     for (name, mine), theirs in zip(net.named_parameters(), book.parameters()):  # trained values written back
         np.testing.assert_allclose(mine.detach().numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-7,
                                    err_msg=name)
+
+
+def test_the_mxnet_cells_ctx_keyword_is_the_device(backend):
+    device = d2l.try_gpu()
+    np.testing.assert_array_equal(ops.to_numpy(d2l.zeros((2, 3), ctx=device)), np.zeros((2, 3)))
+    d2l.manual_seed(0)
+    drawn = ops.to_numpy(d2l.normal(0, 0.01, (4, 5), ctx=device))
+    d2l.manual_seed(0)
+    np.testing.assert_array_equal(drawn, ops.to_numpy(d2l.normal(0, 0.01, (4, 5), device=device)))
+    np.testing.assert_array_equal(ops.to_numpy(d2l.arange(3, ctx=device)), [0, 1, 2])
+    with pytest.raises(d2l.ArgumentError, match="give the device once, as device= or ctx="):
+        d2l.zeros(2, ctx=device, device=device)
