@@ -100,7 +100,8 @@ def grad_clipping(grads, theta):
     """
     if not ops.is_tensor(theta):
         checks.positive_number("theta", theta, " (the largest gradient norm, e.g. 1)")
-    if inplace.params_of(grads) is not None and not isinstance(grads, (list, tuple)):
+    # A list is the functional form, checked first: this runs in every training step.
+    if not isinstance(grads, (list, tuple)) and inplace.params_of(grads) is not None:
         return inplace.clip_attached(grads, theta, _clip)
     return _clip(grads, theta)
 

@@ -42,8 +42,9 @@ def _cache_dir():
     return chosen or os.path.join(cache_home, "d2lrnn", "jax")
 
 
-if _cache_dir():
-    jax.config.update("jax_compilation_cache_dir", _cache_dir())
+_CACHE_DIR = _cache_dir()
+if _CACHE_DIR:
+    jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
 
 # -- creating and converting -------------------------------------------------------------
 

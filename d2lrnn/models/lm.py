@@ -154,14 +154,15 @@ class RNNModel(_LayerModel):
         return self.rnn.layer_params(self.params[:-2])
 
 
-def _with_device(fn, first, num_hiddens, device):
-    """``fn(first, num_hiddens, device)``, or ``fn(first, num_hiddens)`` for a reader's function written as
-    the book's TensorFlow cells write ``get_params`` and ``init_state`` (TensorFlow places tensors itself)."""
+def _with_device(fn):
+    """``fn`` as ``(first, num_hiddens, device) -> ...``: a reader's two-argument function, written as the
+    book's TensorFlow cells write ``get_params`` and ``init_state`` (TensorFlow places tensors itself), is
+    called without the device."""
     try:
         takes_device = len(inspect.signature(fn).parameters) != 2
     except (TypeError, ValueError):  # no signature to read: d2lrnn's form
         takes_device = True
-    return fn(first, num_hiddens, device) if takes_device else fn(first, num_hiddens)
+    return fn if takes_device else lambda first, num_hiddens, device: fn(first, num_hiddens)
 
 
 class RNNModelScratch(_LanguageModel):
@@ -182,8 +183,9 @@ class RNNModelScratch(_LanguageModel):
         if callable(device):  # TensorFlow's book form: (V, num_hiddens, init_state, forward_fn, get_params)
             device, init_state, forward_fn, get_params = None, device, get_params, init_state
         self.vocab_size, self.num_hiddens, self.device = vocab_size, num_hiddens, device
-        self.params = list(_with_device(get_params, vocab_size, num_hiddens, device))
+        self.params = list(_with_device(get_params)(vocab_size, num_hiddens, device))
         self.init_state, self.forward_fn = init_state, forward_fn
+        self._make_state = _with_device(init_state)  # read once: begin_state runs every random minibatch
         self.cell = self._cell(get_params, len(self.params))
         if self.cell is not None:
             self.param_names = self.cell.names + ("W_hq", "b_q")
@@ -214,7 +216,7 @@ class RNNModelScratch(_LanguageModel):
 
     def begin_state(self, batch_size, device=None, **kwargs):
         """A fresh (zero) state for ``batch_size`` sequences (TensorFlow's cells also pass ``dtype=``)."""
-        return _with_device(self.init_state, batch_size, self.num_hiddens, device)
+        return self._make_state(batch_size, self.num_hiddens, device)
 
     def config(self):
         """The settings that rebuild this model, if it is built from d2lrnn's own functions."""
