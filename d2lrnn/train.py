@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from . import checks, inplace, ops
-from .backends import backend_name
+from .backends import backend_name, generator_state_kept
 from .errors import ArgumentError, DataError, TrainingError
 from .models.module import as_model
 from .optim import SGD, Schedule, get_optimizer
@@ -397,6 +397,7 @@ def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, see
     temperature = checks.number("temperature", temperature, 0, hint=" (0: greedy; e.g. 0.8 to sample)")
     if seed is not None:
         seed = checks.seed(seed)
+    net = as_model(net)  # the reader's own framework module too
     if len(vocab) != net.vocab_size:
         raise ArgumentError(f"the vocabulary has {len(vocab)} tokens but the model {net.vocab_size}: "
                             "pass the vocabulary the model was trained with")
@@ -503,6 +504,11 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     """
     model = as_model(net)
     if model is not net:
+        hooks = ops.imperative()
+        if hooks.infer_shapes is not None:  # Gluon and Keras shape their parameters at the first call
+            with generator_state_kept():  # the same minibatches as without this look at one
+                X, _ = next(iter(train_iter))
+            hooks.infer_shapes(net, X, model.begin_state(ops.shape(X)[0], device)[0])
         try:
             return train_ch8(model, train_iter, vocab, lr, num_epochs, device, use_random_iter, clip=clip,
                              val_iter=val_iter, progress=progress, plot=plot, prefixes=prefixes,
@@ -527,7 +533,8 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     eval_step = make_eval_step(net) if val_iter is not None else None
     first = len(history["epoch"]) + 1
     legend = ["train"] + (["validation"] if val_iter is not None else [])
-    title = f"{type(net).__name__}, {net.num_hiddens} hidden units, {backend_name()}"
+    units = f", {net.num_hiddens} hidden units" if net.num_hiddens is not None else ""
+    title = f"{type(net).__name__}{units}, {backend_name()}"
     animator = Animator(xlabel="epoch", ylabel="perplexity", legend=legend, xlim=[1, max(num_epochs, 2)],
                         enabled=plot, title=title)
     for i, epoch in enumerate(history["epoch"]):

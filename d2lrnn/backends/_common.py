@@ -225,16 +225,35 @@ class Imperative:
     - ``set_grad(param, g)``: overwrite that gradient in place;
     - ``assign(param, value)``: overwrite the parameter's values in place;
     - ``is_variable(x)``: whether ``x`` is a parameter the framework updates in place (``tf.Variable``);
-    - ``module_params(obj)``: the trainable parameters of a framework module (``nn.Module``, a gluon
-      ``Block``, a Keras layer or model), or None if ``obj`` is not one;
-    - ``call_with(module, params, *args)``: the module run with ``params`` in place of its own
-      parameters (in ``module_params`` order), so that d2lrnn's functional training can differentiate
-      it; None where the framework has no such call (yet).
+    - ``is_module(obj)``: whether ``obj`` is a framework module (``nn.Module``, a Gluon ``Block``, a Keras
+      layer or model);
+    - ``module_params(obj)``: the trainable parameters of a framework module, or None if ``obj`` is not
+      one;
+    - ``call_with(module, params, *args, training=None)``: the module run with ``params`` in place of
+      its own parameters (in ``module_params`` order), so that d2lrnn's functional training can
+      differentiate it, in training mode (dropout on) or not (None: the module's own mode); None where
+      the framework has no such call;
+    - ``device_keyword``: the name a framework module's ``begin_state`` gives the device (the book's
+      PyTorch modules take ``device=``, Gluon's layers ``ctx=``);
+    - ``module_bases``: ``(layer class, model class, method)`` that the book's ``d2l.Encoder`` and
+      ``d2l.Decoder`` (the layer class) and ``d2l.EncoderDecoder`` (the model class) derive from on this
+      framework, and the name of the method a module writes (``forward``; Keras: ``call``); None where
+      the framework has no modules;
+    - ``infer_shapes(module, *args)``: run the module once on ``args`` (not training) if its parameters
+      have no shapes yet (Gluon's deferred initialisation, an unbuilt Keras layer); None where modules
+      know their shapes when built (PyTorch);
+    - ``book_seq2seq_init(module, device)``: what the book's ``train_seq2seq`` does to a reader's
+      encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing.
     """
 
     grad: object
     set_grad: object
     assign: object
     is_variable: object
+    is_module: object
     module_params: object
     call_with: object = None
+    device_keyword: str = "device"
+    module_bases: tuple = None
+    infer_shapes: object = None
+    book_seq2seq_init: object = None

@@ -1,15 +1,20 @@
 """MXNet backend: tensors are ``mxnet.nd.NDArray``; gradients come from ``autograd.record()``.
 
+The book's MXNet cells turn on ``npx.set_np()`` and compute on ``mxnet.np`` arrays. Every function here
+takes either kind and, while that mode is on, returns ``mxnet.np`` arrays (see ``_np_aware``): the same
+memory seen through another class, so a reader's ``np.dot`` and d2lrnn's operators mix in one graph.
+
 MXNet 1.9.1 is the framework's last release; it uses ``np.bool``, which NumPy 1.24
 removed, so this backend refuses to load on a newer NumPy with a message that says so.
 """
 
 import atexit
 import contextlib
+import functools
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import ArgumentError, BackendError
 from . import _common
 
 if tuple(int(p) for p in np.__version__.split(".")[:2]) >= (1, 24):
@@ -71,9 +76,19 @@ def zeros_like(x):
     return nd.zeros_like(x)
 
 
+def _book_dtype(a, dtype=None):
+    """``a``'s dtype, except that under ``npx.set_np()`` integers become float32 unless ``dtype`` says
+    otherwise: ``mxnet.np.array`` makes them so, and the book's MXNet cells (written for its data, whose
+    token indices are float32) rely on it, e.g. concatenating ``np.array([bos] * n)`` with a batch."""
+    if dtype is None and a.dtype == np.int64 and mx.util.is_np_array():
+        return np.float32
+    return a.dtype
+
+
 def arange(start, stop=None, step=1, dtype=None, device=None):
     """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
-    return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
+    a = _common.arange_numpy(start, stop, step, dtype)
+    return nd.array(a, ctx=device, dtype=_book_dtype(a, dtype))
 
 
 def tensor(data, dtype=None, device=None):
@@ -81,13 +96,13 @@ def tensor(data, dtype=None, device=None):
     if isinstance(data, nd.NDArray):
         return data if dtype is None else data.astype(np.dtype(dtype))
     a = _common.as_numpy(data, dtype)  # not through from_numpy, whose defaults would override ``dtype``
-    return nd.array(a, ctx=device, dtype=a.dtype)
+    return nd.array(a, ctx=device, dtype=_book_dtype(a, dtype))
 
 
 def from_numpy(array, device=None):
     """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     a = _common.as_numpy(array)
-    return nd.array(a, ctx=device, dtype=a.dtype)
+    return nd.array(a, ctx=device, dtype=_book_dtype(a))
 
 
 def to_numpy(x):
@@ -416,9 +431,10 @@ def _call(layer, weights, X, states, training):
         prefix = f"{'lr'[slot % D]}{slot // D}_"
         params.update({prefix + "i2h_weight": W_x, prefix + "h2h_weight": W_h,
                        prefix + "i2h_bias": b_x, prefix + "h2h_bias": b_h})
-    hx = [nd.stack(*s, axis=0) for s in zip(*states)]  # [H] or [H, C], each (layers * directions, B, h)
-    # The layer's own fused kernel (F.RNN), fed our tensors instead of its Parameters; dropout
-    # between layers in training only.
+    hx = [stack(s, axis=0) for s in zip(*states)]  # [H] or [H, C], each (layers * directions, B, h)
+    # The layer's own fused kernel (F.RNN, or npx.rnn with npx.set_np() on: then it takes mxnet.np
+    # arrays), fed our tensors instead of its Parameters; dropout between layers in training only.
+    X, hx, params = _common.tree_map(_as_np if mx.util.is_np_array() else _as_nd, (X, hx, params))
     with autograd.train_mode() if training else autograd.predict_mode():
         Y, out = layer.hybrid_forward(nd, X, hx, **params)
     return Y, [tuple(s[slot] for s in out) for slot in range(len(weights))]
@@ -443,14 +459,59 @@ def _set_grad(param, g):
     param.grad[:] = g
 
 
+def _trained(block):
+    """The block's Parameters that train (grad_req not 'null'), in collect_params order."""
+    return [p for p in block.collect_params().values() if p.grad_req != "null"]
+
+
+def _is_module(obj):
+    return isinstance(obj, mx.gluon.Block)
+
+
 def _module_params(obj):
-    if isinstance(obj, mx.gluon.Block):
-        return [p.data() for p in obj.collect_params().values() if p.grad_req != "null"]
-    return None
+    if not _is_module(obj):
+        return None
+    try:
+        return [p.data() for p in _trained(obj)]
+    except mx.gluon.parameter.DeferredInitializationError:
+        raise ArgumentError(f"the parameters of this {type(obj).__name__} have no shapes yet (Gluon infers "
+                            "them on the first call): run the model once first, e.g. d2l.predict_ch8(...)"
+                            ) from None
+
+
+def _call_with(block, params, *args, training=None):
+    """The block run with ``params`` as its Parameters' data: each Parameter holds one array per device
+    in ``_data``, swapped for the call (MXNet 1.9.1, the last release, will not change it)."""
+    owned = _trained(block)
+    saved = [p._data for p in owned]
+    mode = contextlib.nullcontext() if training is None else \
+        autograd.train_mode() if training else autograd.predict_mode()
+    try:
+        for p, value in zip(owned, params):
+            p._data = [value]
+        with mode:
+            return block(*args)
+    finally:
+        for p, data in zip(owned, saved):
+            p._data = data
+
+
+def _infer_shapes(block, *args):
+    if any(p._deferred_init for p in block.collect_params().values()):
+        with autograd.predict_mode():
+            block(*args)
+
+
+def _book_seq2seq_init(block, device):
+    """The book's ``train_seq2seq`` on MXNet: every parameter drawn anew by ``init.Xavier()``."""
+    block.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
 
 
 _IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad,
-                                 assign=_assign, is_variable=lambda x: False, module_params=_module_params)
+                                 assign=_assign, is_variable=lambda x: False, is_module=_is_module,
+                                 module_params=_module_params, call_with=_call_with, device_keyword="ctx",
+                                 module_bases=(mx.gluon.Block, mx.gluon.Block, "forward"),
+                                 infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init)
 
 
 def imperative():
@@ -499,7 +560,7 @@ def value_and_grad(f, has_aux=False):
             if _in_graph(value):
                 raise
             # it depends on no parameter (all of them detached): zero gradients, as on NumPy
-            grads = [nd.zeros_like(p) for p in leaves]
+            grads = [zeros_like(p) for p in leaves]
         value = value.detach()
         if has_aux:
             return (value, _common.tree_map(detach, aux)), grads
@@ -519,14 +580,16 @@ def custom_vjp(fwd, bwd):
     class Function(autograd.Function):
         def forward(self, *args):
             outputs, residuals = fwd(*args)
+            outputs = _common.tree_map(_as_nd, outputs)  # MXNet's Function works in legacy arrays
             # Fresh handles: residuals that are outputs (the stacked states) would otherwise carry the
             # recorded node that holds this Function, a cycle through C++ that is never freed.
             self.residuals = _common.tree_map(_handle, residuals)
             return tuple(outputs)
 
         def backward(self, *gs):
-            return tuple(bwd(self.residuals, *gs))
+            return tuple(_as_nd(g) for g in bwd(self.residuals, *gs))
 
+    @_np_aware
     def call(*args):
         if autograd.is_recording():
             # MXNet's Function misroutes gradients when an input is not part of the recorded graph
@@ -547,8 +610,10 @@ def _in_graph(x):
 
 
 def _handle(x):
-    """A new handle on the data of ``x`` (a tensor), with no autograd history; anything else as is."""
-    return x.detach() if isinstance(x, nd.NDArray) else x
+    """A new (legacy) handle on the data of ``x`` (a tensor), with no autograd history; anything else as
+    is. Legacy, because MXNet calls a Function's backward on its own thread, where ``npx.set_np()`` (a
+    per-thread setting) is off and legacy operators refuse ``mxnet.np`` arrays."""
+    return _as_nd(x.detach()) if isinstance(x, nd.NDArray) else x
 
 
 def _leaf(x):
@@ -584,3 +649,54 @@ def to_device(x, device):
 
 def set_num_threads(n):
     """MXNet fixes its thread pool at start-up (set OMP_NUM_THREADS); nothing to change here."""
+
+
+# -- the book's mxnet.np arrays --------------------------------------------------------------
+
+
+def _as_nd(x):
+    """A legacy ``NDArray`` handle on the memory of an ``mxnet.np`` array (anything else as it is)."""
+    return x.as_nd_ndarray() if isinstance(x, mx.numpy.ndarray) else x
+
+
+def _as_np(x):
+    """An ``mxnet.np`` handle on the memory of a legacy ``NDArray`` (anything else as it is)."""
+    return x.as_np_ndarray() if type(x) is nd.NDArray else x
+
+
+def _np_aware(fn):
+    """``fn`` taking ``mxnet.np`` arrays too and, under ``npx.set_np()``, returning them.
+
+    Both views share memory and autograd history (a handle each, no copy), so parameters a reader made
+    with ``np.random.normal`` and ``attach_grad()`` train through d2lrnn's legacy operators. Outside
+    that mode the cost is one flag read per call.
+    """
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if not mx.util.is_np_array():
+            return fn(*args, **kwargs)
+        args = _common.tree_map(_as_nd, args)
+        kwargs = {k: _common.tree_map(_as_nd, v) for k, v in kwargs.items()}
+        return _common.tree_map(_as_np, fn(*args, **kwargs))
+
+    return call
+
+
+#: Shim functions that neither take nor make tensors (or, as value_and_grad, hand the caller's own
+#: arrays to the caller's function), left as they are.
+_NOT_TENSOR_FUNCTIONS = ("native_rnn", "imperative", "value_and_grad", "custom_vjp", "compile", "try_gpu",
+                         "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape", "size",
+                         "to_numpy")
+
+
+def _make_np_aware():
+    from . import SHIM_FUNCTIONS
+
+    module = globals()
+    for name in SHIM_FUNCTIONS:
+        if name not in _NOT_TENSOR_FUNCTIONS:
+            module[name] = _np_aware(module[name])
+
+
+_make_np_aware()

@@ -374,15 +374,17 @@ def native_rnn():
     return _NATIVE
 
 
+def _is_module(obj):
+    return isinstance(obj, (tf.Module, tf.keras.layers.Layer))
+
+
 def _module_params(obj):
-    if isinstance(obj, (tf.Module, tf.keras.layers.Layer)):
-        return list(obj.trainable_variables)
-    return None
+    return list(obj.trainable_variables) if _is_module(obj) else None
 
 
 _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
-                                 module_params=_module_params)
+                                 is_module=_is_module, module_params=_module_params)
 
 
 def imperative():

@@ -343,20 +343,42 @@ def _set_grad(param, g):
         param.grad.copy_(g)
 
 
+def _is_module(obj):
+    return isinstance(obj, torch.nn.Module)
+
+
 def _module_params(obj):
-    if isinstance(obj, torch.nn.Module):
-        return [p for p in obj.parameters() if p.requires_grad]
-    return None
+    return [p for p in obj.parameters() if p.requires_grad] if _is_module(obj) else None
 
 
-def _call_with(module, params, *args):
+def _call_with(module, params, *args, training=None):
     names = [name for name, p in module.named_parameters() if p.requires_grad]
-    return torch.func.functional_call(module, dict(zip(names, params)), args)
+    was = module.training
+    if training is not None:
+        module.train(training)
+    try:
+        return torch.func.functional_call(module, dict(zip(names, params)), args)
+    finally:
+        module.train(was)
+
+
+def _book_seq2seq_init(module, device):
+    """Xavier-uniform weights for every ``nn.Linear`` and ``nn.GRU`` (biases and embeddings as they are),
+    then the module moved to ``device``: the book's ``train_seq2seq`` on PyTorch."""
+    for layer in module.modules():
+        if isinstance(layer, (torch.nn.Linear, torch.nn.GRU)):
+            for name, param in layer.named_parameters(recurse=False):
+                if name.startswith("weight"):
+                    torch.nn.init.xavier_uniform_(param)
+    if device is not None:
+        module.to(device)
 
 
 _IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
-                                 is_variable=lambda x: False, module_params=_module_params,
-                                 call_with=_call_with)
+                                 is_variable=lambda x: False, is_module=_is_module,
+                                 module_params=_module_params, call_with=_call_with,
+                                 module_bases=(torch.nn.Module, torch.nn.Module, "forward"),
+                                 book_seq2seq_init=_book_seq2seq_init)
 
 
 def imperative():

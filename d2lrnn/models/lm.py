@@ -214,9 +214,10 @@ class RNNModelScratch(_LanguageModel):
             inputs = ops.one_hot(ops.transpose(X), self.vocab_size)
         return self.forward_fn(inputs, state, params)
 
-    def begin_state(self, batch_size, device=None, **kwargs):
-        """A fresh (zero) state for ``batch_size`` sequences (TensorFlow's cells also pass ``dtype=``)."""
-        return self._make_state(batch_size, self.num_hiddens, device)
+    def begin_state(self, batch_size, device=None, ctx=None, **kwargs):
+        """A fresh (zero) state for ``batch_size`` sequences (MXNet's cells name the device ``ctx=``,
+        TensorFlow's pass ``dtype=``)."""
+        return self._make_state(batch_size, self.num_hiddens, device if ctx is None else ctx)
 
     def config(self):
         """The settings that rebuild this model, if it is built from d2lrnn's own functions."""

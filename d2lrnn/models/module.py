@@ -15,10 +15,8 @@ from ..errors import ArgumentError
 def as_model(net):
     """``net`` itself if d2lrnn can train it as it is, else a :class:`ModuleModel` over a framework
     module (an :class:`ArgumentError` where the backend cannot run one functionally)."""
-    if hasattr(net, "params") and hasattr(net, "forward"):
-        return net
     hooks = ops.imperative()
-    if hooks is None or hooks.module_params(net) is None:
+    if hooks is None or not hooks.is_module(net):
         return net
     if hooks.call_with is None:
         raise ArgumentError(f"d2l.train_ch8 cannot train a {type(net).__name__} module on this backend "
@@ -32,14 +30,28 @@ class ModuleModel:
     kind = "module"
 
     def __init__(self, module, hooks):
-        self.module, self._hooks = module, hooks
-        self.params = [ops.detach(p) for p in hooks.module_params(module)]
-        self.param_names = tuple(f"param{i}" for i in range(len(self.params)))
-        for name in ("vocab_size", "num_hiddens"):
-            if not hasattr(module, name):
-                raise ArgumentError(f"d2l.train_ch8 reads the model's {name}: set self.{name} in its "
-                                    "__init__, as the book's RNNModel does")
-        self.vocab_size, self.num_hiddens = module.vocab_size, module.num_hiddens
+        self.module, self._hooks, self._params = module, hooks, None
+        if not hasattr(module, "vocab_size"):
+            raise ArgumentError("d2l.train_ch8 reads the model's vocab_size: set self.vocab_size in its "
+                                "__init__, as the book's RNNModel does")
+        self.vocab_size = module.vocab_size
+        self.num_hiddens = getattr(module, "num_hiddens", None)  # only for titles: Gluon's RNNModel has none
+
+    @property
+    def params(self):
+        """The module's trainable parameters as a list (read when first asked for: Gluon knows their
+        shapes only after the module's first call)."""
+        if self._params is None:
+            self._params = [ops.detach(p) for p in self._hooks.module_params(self.module)]
+        return self._params
+
+    @params.setter
+    def params(self, values):
+        self._params = list(values)
+
+    @property
+    def param_names(self):
+        return tuple(f"param{i}" for i in range(len(self.params)))
 
     def forward(self, params, X, state):
         """The module run with ``params``; its state travels as the one element of a tuple."""
@@ -47,11 +59,15 @@ class ModuleModel:
         return Y, (new_state,)
 
     def __call__(self, X, state):
-        return self.forward(self.params, X, state)
+        if self._params is None:  # nothing trained yet: the module as it is
+            Y, new_state = self.module(X, state[0])
+            return Y, (new_state,)
+        return self.forward(self._params, X, state)
 
     def begin_state(self, batch_size, device=None):
-        """The module's own zero state, asked for by keyword (the book's order is (device, batch_size))."""
-        return (self.module.begin_state(batch_size=batch_size, device=device),)
+        """The module's own zero state, asked for by keyword (the book's PyTorch order is (device,
+        batch_size); Gluon names the device ``ctx``)."""
+        return (self.module.begin_state(batch_size=batch_size, **{self._hooks.device_keyword: device}),)
 
     @staticmethod
     def batch_size_of(state):
@@ -63,5 +79,7 @@ class ModuleModel:
 
     def write_back(self):
         """Copy ``params`` (the trained values) into the module's own parameters."""
-        for own, value in zip(self._hooks.module_params(self.module), self.params):
+        if self._params is None:
+            return
+        for own, value in zip(self._hooks.module_params(self.module), self._params):
             self._hooks.assign(own, value)

@@ -14,14 +14,15 @@ import time
 import numpy as np
 
 from .. import checks, ops
-from ..backends import backend_name
+from ..backends import backend_name, generator_state_kept
 from ..bleu import corpus_bleu
 from ..errors import ArgumentError, DataError
 from ..optim import get_optimizer
 from ..progress import Animator, progress_bar
 from ..train import Accumulator, LastGood, Timer, Updater, quiet_numerics
 from .decode import ALPHA, translate, translate_arrays
-from .loss import masked_token_loss
+from .loss import MaskedSoftmaxCELoss, masked_token_loss
+from .modules import as_seq2seq
 
 HISTORY_KEYS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The n-gram order of the validation BLEU (uniform weights: standard BLEU-4).
@@ -35,14 +36,25 @@ def teacher_forcing(Y, bos):
 
 
 def seq2seq_objective(net, bos, training=True):
-    """``(params, X, X_valid_len, Y, Y_valid_len) -> (loss per valid token, ())``: what training
-    differentiates (``training`` turns dropout on)."""
+    """``(params, X, X_valid_len, Y, Y_valid_len) -> (loss, ())``: what training differentiates
+    (``training`` turns dropout on). The loss is the mean per valid target token; for the reader's own
+    framework model (``net.book_objective``) it is the book's, the sum of the sentences'
+    :class:`MaskedSoftmaxCELoss` (see :func:`batch_total`)."""
+    book = getattr(net, "book_objective", False)
 
     def objective(params, X, X_valid_len, Y, Y_valid_len):
         Y_hat, _ = net.forward(params, X, teacher_forcing(Y, bos), X_valid_len, training=training)
+        if book:
+            return ops.sum(MaskedSoftmaxCELoss()(Y_hat, Y, Y_valid_len)), ()
         return masked_token_loss(Y_hat, Y, Y_valid_len), ()
 
     return objective
+
+
+def batch_total(net, l, n):
+    """A batch's objective ``l`` (a float) as a sum over its ``n`` target tokens, for the mean per token
+    over an epoch (the book's sum of sentence losses is such a sum already)."""
+    return l if getattr(net, "book_objective", False) else l * n
 
 
 def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", schedule=None, device=None):
@@ -62,7 +74,7 @@ def evaluate_loss(net, data_iter, tgt_vocab, step=None):
         for X, X_valid_len, Y, Y_valid_len in data_iter:
             l, _ = step(net.params, X, X_valid_len, Y, Y_valid_len)
             n = float(ops.to_numpy(ops.sum(Y_valid_len)))
-            metric.add(float(ops.to_numpy(l)) * n, n)
+            metric.add(batch_total(net, float(ops.to_numpy(l)), n), n)
     if metric[1] == 0:
         raise DataError("the validation iterator produced no sentence pair: hold out more pairs")
     return metric[0] / metric[1]
@@ -117,7 +129,28 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, cli
     saves its checkpoints there). ``time_budget`` (seconds) stops after the epoch that crosses it.
     A loss or parameter that becomes NaN or inf stops training with a :class:`d2lrnn.TrainingError`,
     ``net`` keeping the last finite parameters.
+
+    ``net`` may be the reader's own framework model (``d2l.EncoderDecoder`` of the book's framework
+    ``Encoder`` and ``Decoder`` subclasses): then, as the book's ``train_seq2seq`` does, it starts from
+    new Xavier-uniform weights (PyTorch, MXNet; not when continuing a ``history``), trains on the sum of
+    the sentences' losses, and holds the trained values afterwards.
     """
+    model = as_seq2seq(net)
+    if model is not net:
+        hooks = ops.imperative()
+        if history is None and hooks.book_seq2seq_init is not None:
+            hooks.book_seq2seq_init(net, device)
+        if hooks.infer_shapes is not None:  # Gluon and Keras shape their parameters at the first call
+            with generator_state_kept():  # the same minibatches as without this look at one
+                X, X_valid_len, Y, _ = next(iter(data_iter))
+            hooks.infer_shapes(net, X, teacher_forcing(Y, tgt_vocab["<bos>"]), X_valid_len)
+        try:
+            return train_seq2seq(model, data_iter, lr, num_epochs, tgt_vocab, device, clip=clip,
+                                 optimizer=optimizer, val_iter=val_iter, bleu_every=bleu_every,
+                                 progress=progress, plot=plot, verbose=verbose, history=history,
+                                 on_epoch=on_epoch, updater=updater, time_budget=time_budget)
+        finally:
+            model.write_back()
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     bleu_every = checks.positive_int("bleu_every", bleu_every)
     history = _check_history(history, num_epochs)
@@ -182,7 +215,7 @@ def train_epoch_seq2seq(net, data_iter, step, last_good, epoch=1, on_batch=None)
             l, new_params, _ = step(params, X, X_valid_len, Y, Y_valid_len)
             l = last_good.check_step(net, params, l, new_params, epoch, i)
             n = float(ops.to_numpy(ops.sum(Y_valid_len)))
-            metric.add(l * n, n)
+            metric.add(batch_total(net, l, n), n)
             if on_batch is not None:
                 on_batch(1)
     if metric[1] == 0:
