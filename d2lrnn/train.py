@@ -103,6 +103,9 @@ def grad_clipping(grads, theta):
     # A list is the functional form, checked first: this runs in every training step.
     if not isinstance(grads, (list, tuple)) and inplace.params_of(grads) is not None:
         return inplace.clip_attached(grads, theta, _clip)
+    found = ops.imperative()
+    if found is not None and found.dense_grad is not None:  # a tape's IndexedSlices (TensorFlow's form)
+        grads = [found.dense_grad(g) for g in grads]
     return _clip(grads, theta)
 
 

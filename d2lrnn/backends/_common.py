@@ -242,6 +242,8 @@ class Imperative:
     - ``infer_shapes(module, *args)``: run the module once on ``args`` (not training) if its parameters
       have no shapes yet (Gluon's deferred initialisation, an unbuilt Keras layer); None where modules
       know their shapes when built (PyTorch);
+    - ``dense_grad(g)``: a gradient as the framework's tape returns it, made a dense tensor (TensorFlow
+      returns a gather's, an embedding's, as ``IndexedSlices``); None where gradients are dense;
     - ``book_seq2seq_init(module, device)``: what the book's ``train_seq2seq`` does to a reader's
       encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing.
     """
@@ -256,4 +258,5 @@ class Imperative:
     device_keyword: str = "device"
     module_bases: tuple = None
     infer_shapes: object = None
+    dense_grad: object = None
     book_seq2seq_init: object = None

@@ -9,6 +9,7 @@ before its logging reads that threshold, are filtered by it here.
 """
 
 import contextlib
+import inspect
 
 import numpy as np
 
@@ -382,9 +383,36 @@ def _module_params(obj):
     return list(obj.trainable_variables) if _is_module(obj) else None
 
 
+def _takes_training(layer):
+    try:
+        parameters = inspect.signature(layer.call).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "training" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _call_with(layer, params, *args, training=None):
+    """Keras's ``stateless_call`` with ``params`` as the trainable variables' values; the non-trainable
+    ones it advances (the dropout seed generators) are written back."""
+    kwargs = {"training": training} if training is not None and _takes_training(layer) else {}
+    own = layer.non_trainable_variables
+    outputs, advanced = layer.stateless_call(list(params), [v.value for v in own], *args, **kwargs)
+    for v, value in zip(own, advanced):
+        v.assign(value)
+    return outputs
+
+
+def _infer_shapes(layer, *args):
+    if not layer.built:
+        kwargs = {"training": False} if _takes_training(layer) else {}
+        layer(*args, **kwargs)
+
+
 _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
-                                 is_module=_is_module, module_params=_module_params)
+                                 is_module=_is_module, module_params=_module_params, call_with=_call_with,
+                                 module_bases=(tf.keras.layers.Layer, tf.keras.Model, "call"),
+                                 infer_shapes=_infer_shapes, dense_grad=tf.convert_to_tensor)
 
 
 def imperative():

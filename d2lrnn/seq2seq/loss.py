@@ -23,8 +23,18 @@ def sequence_mask(X, valid_len, value=0.0):
     batch, steps = shape[0], shape[1]
     positions = ops.reshape(ops.astype(ops.arange(steps), "float32"), (1, steps))
     lengths = ops.reshape(ops.astype(valid_len, "float32"), (batch, 1))
-    mask = ops.reshape(ops.astype(positions < lengths, "float32"), (batch, steps) + (1,) * (len(shape) - 2))
-    return X * mask + value * (1.0 - mask)
+    kind = _kind_of(X)
+    mask = ops.reshape(ops.astype(positions < lengths, kind), (batch, steps) + (1,) * (len(shape) - 2))
+    if kind != "float32":
+        value = int(value)
+    return X * mask + value * (1 - mask)
+
+
+def _kind_of(X):
+    """'int32' or 'int64' for a tensor of integers (TensorFlow multiplies no integers by floats), else
+    'float32'. Read from the dtype's name, which every framework spells with these words."""
+    name = str(getattr(X, "dtype", ""))
+    return next((kind for kind in ("int64", "int32") if kind in name), "float32")
 
 
 def _masked_step_losses(pred, label, valid_len):
@@ -39,10 +49,19 @@ class MaskedSoftmaxCELoss:
     """The book's masked loss: ``loss(pred, label, valid_len)`` -> (batch,) losses, each the mean over
     all ``num_steps`` of the cross-entropy at the valid positions (padding adds zeros).
 
-    ``pred`` is (batch, num_steps, vocab) logits, ``label`` (batch, num_steps) indices.
+    ``pred`` is (batch, num_steps, vocab) logits, ``label`` (batch, num_steps) indices. The book's
+    TensorFlow cells give the valid lengths first and the labels before the logits, as Keras losses
+    take them: ``MaskedSoftmaxCELoss(valid_len)(label, pred)``.
     """
 
-    def __call__(self, pred, label, valid_len):
+    def __init__(self, valid_len=None):
+        self.valid_len = valid_len
+
+    def __call__(self, *args):
+        if self.valid_len is None:
+            pred, label, valid_len = args
+        else:
+            (label, pred), valid_len = args, self.valid_len
         losses, _ = _masked_step_losses(pred, label, valid_len)
         return ops.mean(losses, axis=1)
 
