@@ -346,6 +346,10 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     carries them across epochs). ``truncation``: see :func:`train_ch8` (a given ``step`` must
     have been made with the same one).
     """
+    if step is None and updater is not None and not isinstance(updater, (int, float)):
+        if isinstance(device, bool):  # TensorFlow's form: (net, train_iter, loss, updater, use_random_iter)
+            device, use_random_iter = None, device
+        return _book_epoch(net, train_iter, loss, updater, device, use_random_iter)
     check_causal(net, allow_bidirectional)
     truncation = get_truncation(truncation)
     if step is None:
@@ -364,6 +368,47 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
             metric.add(l * n, n)
             if on_batch is not None:
                 on_batch(n)
+    if metric[1] == 0:
+        raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
+                        "number of steps, or a longer corpus")
+    return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+
+
+def _book_epoch(net, train_iter, loss, updater, device, use_random_iter):
+    """One epoch the book's way: the framework's ``loss`` object and ``updater`` (a ``torch.optim``
+    optimizer, a Keras optimizer, or ``updater(batch_size)`` such as the book's ``lambda batch_size:
+    d2l.sgd(net.params, lr, batch_size)`` or a Gluon ``trainer.step``), gradients clipped to norm 1, the
+    parameters updated in place. Returns (perplexity, tokens per second)."""
+    found = ops.imperative()
+    if found is None or loss is None:
+        raise ArgumentError(f"d2l.train_epoch_ch8(net, train_iter, loss, updater, ...) takes the framework's "
+                            f"loss and optimizer{'' if found is None else ', and loss is None'}: on the "
+                            f"{backend_name()} backend pass a learning rate as updater (and no loss)")
+    model = as_model(net)
+    params = inplace.params_of(net)  # the module's or the reader's own tensors: the updater writes them
+    call_loss = found.call_loss or (lambda loss, y_hat, y: loss(y_hat, y))
+    state, timer, metric = None, Timer(), Accumulator(2)
+    for X, Y in train_iter:
+        state = _state_for(model, X, state, device, reset=use_random_iter)
+        y = ops.reshape(ops.transpose(Y), (-1,))
+
+        def objective(params, X=X, y=y, state=state):
+            y_hat, new_state = model.forward(params, X, state)
+            return ops.mean(call_loss(loss, y_hat, y)), new_state
+
+        (l, state), grads = ops.value_and_grad(objective, has_aux=True)(params)
+        grads = grad_clipping(grads, 1)
+        if hasattr(updater, "apply_gradients"):  # a Keras optimizer on the tf.Variables
+            updater.apply_gradients(zip(grads, params))
+        else:
+            for p, g in zip(params, grads):
+                found.set_grad(p, g)
+            if callable(updater):
+                updater(batch_size=1)
+            else:  # a torch.optim optimizer
+                updater.step()
+        n = ops.size(y)
+        metric.add(float(ops.to_numpy(l)) * n, n)
     if metric[1] == 0:
         raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
                         "number of steps, or a longer corpus")

@@ -79,7 +79,7 @@ def torch_reader():
             metric.add(l * y.numel(), y.numel())
         return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
 
-    def train(train_iter, vocab, device):
+    def train(train_iter, vocab, device, epoch=train_epoch):
         torch.manual_seed(0)
         net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, device, get_params, init_rnn_state, rnn)
         start = [p.detach().numpy().copy() for p in net.params]
@@ -89,7 +89,7 @@ def torch_reader():
             return d2l.sgd(net.params, LR, batch_size)
 
         d2l.manual_seed(0)  # the minibatches' random offsets: the same as for the functional run
-        ppl = [train_epoch(net, train_iter, loss, updater, device)[0] for _ in range(NUM_EPOCHS)]
+        ppl = [epoch(net, train_iter, loss, updater, device)[0] for _ in range(NUM_EPOCHS)]
         return net, start, ppl
 
     def new_model(vocab):
@@ -129,7 +129,7 @@ def tensorflow_reader():
             outputs.append(tf.matmul(H, W_hq) + b_q)
         return tf.concat(outputs, axis=0), (H,)
 
-    def train_epoch(net, train_iter, loss, updater):
+    def train_epoch(net, train_iter, loss, updater, use_random_iter=False):
         state, timer = None, d2l.Timer()
         metric = d2l.Accumulator(2)
         for X, Y in train_iter:
@@ -146,7 +146,7 @@ def tensorflow_reader():
             metric.add(l * d2l.size(y), d2l.size(y))
         return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
 
-    def train(train_iter, vocab, device):
+    def train(train_iter, vocab, device, epoch=train_epoch):
         tf.random.set_seed(0)
         net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, init_rnn_state, rnn, get_params)
         start = [v.numpy().copy() for v in net.trainable_variables]
@@ -154,7 +154,7 @@ def tensorflow_reader():
             loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
             updater = tf.keras.optimizers.SGD(LR)
         d2l.manual_seed(0)
-        ppl = [train_epoch(net, train_iter, loss, updater)[0] for _ in range(NUM_EPOCHS)]
+        ppl = [epoch(net, train_iter, loss, updater, False)[0] for _ in range(NUM_EPOCHS)]
         return net, start, ppl
 
     def new_model(vocab):
@@ -267,7 +267,7 @@ def mxnet_reader():
             metric.add(l * d2l.size(y), d2l.size(y))
         return math.exp(metric[0] / metric[1]), metric[1] / timer.stop()
 
-    def train(train_iter, vocab, device):
+    def train(train_iter, vocab, device, epoch=train_epoch):
         mx.random.seed(0)
         net = d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, device, get_params, init_rnn_state, rnn)
         start = [p.asnumpy().copy() for p in net.params]
@@ -277,7 +277,7 @@ def mxnet_reader():
             return d2l.sgd(net.params, LR, batch_size)
 
         d2l.manual_seed(0)
-        ppl = [train_epoch(net, train_iter, loss, updater, device)[0] for _ in range(NUM_EPOCHS)]
+        ppl = [epoch(net, train_iter, loss, updater, device)[0] for _ in range(NUM_EPOCHS)]
         return net, start, ppl
 
     def new_model(vocab):
@@ -328,6 +328,17 @@ def test_the_sections_own_training_loop_trains_as_d2lrnn_does(reader, data):
     X, _ = next(iter(train_iter))
     Y, state = net(X, net.begin_state(batch_size=ops.shape(X)[0], device=device))
     assert ops.shape(Y) == (10 * 8, len(vocab)) and ops.shape(state[0]) == (8, NUM_HIDDENS)
+
+
+def test_d2l_train_epoch_ch8_takes_the_frameworks_loss_and_updater_as_the_book_passes_them(reader, data):
+    """The book's ``train_ch8`` calls ``d2l.train_epoch_ch8(net, train_iter, loss, updater, device,
+    use_random_iter)`` (TensorFlow: without the device) with the framework's loss and its updater."""
+    train_iter, vocab = data
+    train, _, device = reader
+    _, _, expected = train(train_iter, vocab, device)
+    _, _, ppl = train(train_iter, vocab, device, epoch=d2l.train_epoch_ch8)
+    # the same model, loss, updates and minibatches; float32 rounding only (measured <= 1e-7 relative)
+    np.testing.assert_allclose(ppl, expected, rtol=1e-5)
 
 
 def test_later_sections_train_and_predict_the_readers_model_with_d2l(backend, reader, data):
@@ -491,9 +502,13 @@ def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop
         torch.manual_seed(0)
         rnn_layer = getattr(torch.nn, layer)(len(vocab), NUM_HIDDENS)
         net = torch_rnn_model_class()(rnn_layer, vocab_size=len(vocab))
-        book = copy.deepcopy(net)
+        book, third = copy.deepcopy(net), copy.deepcopy(net)
         book_training = torch_book_training
+
+        def loss_and_updater(model):
+            return torch.nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), LR)
     else:
+        from mxnet import gluon
         from mxnet.gluon import rnn
 
         def build():
@@ -501,16 +516,27 @@ def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop
             model.initialize(force_reinit=True, ctx=device)
             return model
 
-        net, book, book_training = build(), build(), gluon_book_training
+        net, book, third, book_training = build(), build(), build(), gluon_book_training
+
+        def loss_and_updater(model):
+            trainer = gluon.Trainer(model.collect_params(), "sgd", {"learning_rate": LR})
+            return gluon.loss.SoftmaxCrossEntropyLoss(), lambda batch_size: trainer.step(batch_size)
     text = d2l.predict_ch8("time traveller", 10, net, vocab, device)  # untrained: any characters
     assert text.startswith("time traveller") and len(text) == len("time traveller") + 10
     if backend == "mxnet":  # Gluon draws the weights at the first call: the book's copy starts from net's
-        d2l.predict_ch8("time traveller", 1, book, vocab, device)
-        for mine, theirs in zip(net.collect_params().values(), book.collect_params().values()):
-            theirs.set_data(mine.data())
+        for model in (book, third):
+            d2l.predict_ch8("time traveller", 1, model, vocab, device)
+            for mine, theirs in zip(net.collect_params().values(), model.collect_params().values()):
+                theirs.set_data(mine.data())
 
     d2l.manual_seed(0)
     expected = book_training(book, train_iter, LR, NUM_EPOCHS, device)
+    # the book's train_ch8 calls d2l.train_epoch_ch8 with the framework's loss and optimizer
+    d2l.manual_seed(0)
+    loss, updater = loss_and_updater(third)
+    by_epoch = [d2l.train_epoch_ch8(third, train_iter, loss, updater, device, False)[0]
+                for _ in range(NUM_EPOCHS)]
+    np.testing.assert_allclose(by_epoch, expected, rtol=1e-5)  # the same updates: measured <= 1e-7
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, device, progress=False, plot=False,
                             verbose=False)

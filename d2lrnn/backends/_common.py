@@ -222,7 +222,7 @@ class Imperative:
 
     - ``grad(param)``: the gradient the framework's backward pass attached to ``param`` (None if none
       was), or ``grad`` is None where the framework attaches none (TensorFlow);
-    - ``set_grad(param, g)``: overwrite that gradient in place;
+    - ``set_grad(param, g)``: overwrite that gradient in place (attach it, where there is none yet);
     - ``assign(param, value)``: overwrite the parameter's values in place;
     - ``is_variable(x)``: whether ``x`` is a parameter the framework updates in place (``tf.Variable``);
     - ``is_module(obj)``: whether ``obj`` is a framework module (``nn.Module``, a Gluon ``Block``, a Keras
@@ -242,6 +242,8 @@ class Imperative:
     - ``infer_shapes(module, *args)``: run the module once on ``args`` (not training) if its parameters
       have no shapes yet (Gluon's deferred initialisation, an unbuilt Keras layer); None where modules
       know their shapes when built (PyTorch);
+    - ``call_loss(loss, y_hat, y)``: a framework loss object called in its own argument order (Keras
+      losses take the labels first); None where every loss takes ``(y_hat, y)``;
     - ``dense_grad(g)``: a gradient as the framework's tape returns it, made a dense tensor (TensorFlow
       returns a gather's, an embedding's, as ``IndexedSlices``); None where gradients are dense;
     - ``book_seq2seq_init(module, device)``: what the book's ``train_seq2seq`` does to a reader's
@@ -258,5 +260,6 @@ class Imperative:
     device_keyword: str = "device"
     module_bases: tuple = None
     infer_shapes: object = None
+    call_loss: object = None
     dense_grad: object = None
     book_seq2seq_init: object = None

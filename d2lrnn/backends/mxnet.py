@@ -457,6 +457,7 @@ def _assign(param, value):
 
 def _set_grad(param, g):
     param.grad[:] = g
+    param._fresh_grad = True  # as a backward pass marks it: a Gluon Trainer updates only such gradients
 
 
 def _trained(block):

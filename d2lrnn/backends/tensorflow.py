@@ -402,6 +402,10 @@ def _call_with(layer, params, *args, training=None):
     return outputs
 
 
+def _call_loss(loss, y_hat, y):
+    return loss(y, y_hat) if isinstance(loss, tf.keras.losses.Loss) else loss(y_hat, y)
+
+
 def _infer_shapes(layer, *args):
     if not layer.built:
         kwargs = {"training": False} if _takes_training(layer) else {}
@@ -412,7 +416,8 @@ _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, valu
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
                                  module_bases=(tf.keras.layers.Layer, tf.keras.Model, "call"),
-                                 infer_shapes=_infer_shapes, dense_grad=tf.convert_to_tensor)
+                                 infer_shapes=_infer_shapes, call_loss=_call_loss,
+                                 dense_grad=tf.convert_to_tensor)
 
 
 def imperative():

@@ -340,7 +340,10 @@ def _assign(param, value):
 
 def _set_grad(param, g):
     with torch.no_grad():
-        param.grad.copy_(g)
+        if param.grad is None:
+            param.grad = g.detach().clone()
+        else:
+            param.grad.copy_(g)
 
 
 def _is_module(obj):
