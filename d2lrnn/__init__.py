@@ -54,6 +54,7 @@ from .data import (
     train_val_split,
     truncate_pad,
 )
+from .data.hub import DATA_HUB, DATA_URL, download, download_extract
 from .errors import (
     ArgumentError,
     BackendError,
@@ -83,6 +84,7 @@ from .models import (
     rnn_textbook,
 )
 from .optim import SGD, Adam, Schedule
+from .plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
 from .progress import Animator, progress_bar
 from .seq2seq import (
     Decoder,
@@ -139,6 +141,8 @@ __all__ = [
     "load_data_nmt", "load_data_nmt_split", "sequence_mask", "MaskedSoftmaxCELoss", "Encoder", "Decoder",
     "EncoderDecoder", "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "train_seq2seq", "predict_seq2seq",
     "translate", "greedy_search", "beam_search", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
+    "DATA_HUB", "DATA_URL", "download", "download_extract", "plot", "set_axes", "set_figsize",
+    "show_list_len_pair_hist", "use_svg_display",
 ]
 
 
@@ -165,6 +169,10 @@ def __getattr__(name):
     if name in SHIM_FUNCTIONS or name in ALIASES:
         fn = getattr(ops, name)
         return _ctx_as_device(fn) if name in _PLACING else fn
+    if name == "plt":  # the book's d2l.plt: pyplot, imported when first asked for
+        import matplotlib.pyplot
+
+        return matplotlib.pyplot
     raise AttributeError(f"module 'd2lrnn' has no attribute {name!r}")
 
 

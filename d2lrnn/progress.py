@@ -117,8 +117,8 @@ class Animator:
     """
 
     def __init__(self, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None, xscale="linear",
-                 yscale="linear", fmts=("-", "m--", "g-.", "r:"), figsize=(4.5, 3), enabled=None, title=None,
-                 min_interval=NOTEBOOK_REFRESH, clock=None):
+                 yscale="linear", fmts=("-", "m--", "g-.", "r:"), nrows=1, ncols=1, figsize=(4.5, 3),
+                 enabled=None, title=None, min_interval=NOTEBOOK_REFRESH, clock=None):
         self.enabled = in_notebook() if enabled is None else bool(enabled)
         self.X, self.Y, self.fmts, self.legend = None, None, fmts, legend or []
         self.min_interval, self._clock, self._stale = min_interval, clock or time.perf_counter, False
@@ -126,7 +126,9 @@ class Animator:
             return
         import matplotlib.pyplot as plt
 
-        self.fig, self.axes = plt.subplots(figsize=figsize)
+        # the book's grid of nrows x ncols axes, drawing on the first
+        self.fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
+        self.axes = axes[0, 0]
         self.config = dict(xlabel=xlabel, ylabel=ylabel, xlim=xlim, ylim=ylim, xscale=xscale,
                            yscale=yscale, title=title)
         self._display = None

@@ -120,3 +120,21 @@ def test_animator_draws_its_title_and_rate_limits_redraws(shown, clock):
     assert [kind for kind, _, _ in shown] == ["display", "update", "update", "update"]
     assert list(animator.axes.lines[0].get_xdata()) == list(range(1, 10))
     assert animator.axes.get_title() == "timemachine, numpy"
+
+
+def test_animator_takes_the_books_arguments_in_the_books_order(shown, clock, monkeypatch):
+    """The book's cells: ``d2l.Animator(xlabel=..., ylabel=..., legend=[...], xlim=[10, num_epochs])``,
+    positional up to ``figsize`` as the book's signature orders them, and ``add(x, (y,))``; drawn in a
+    notebook without asking."""
+    monkeypatch.setattr(progress, "in_notebook", lambda: True)
+    animator = progress.Animator("epoch", "perplexity", ["train"], [10, 500], None, "linear", "log",
+                                 ("-", "m--"), 2, 1, (3.5, 2.5), clock=clock)
+    assert animator.enabled and animator.fig.get_size_inches().tolist() == [3.5, 2.5]
+    assert len(animator.fig.axes) == 2 and animator.axes is animator.fig.axes[0]  # 2 rows: draws on the 1st
+    for epoch in (10, 20):
+        clock.now += 1.0
+        animator.add(epoch, (30.0 / epoch,))
+    animator.close()
+    assert list(animator.axes.lines[0].get_ydata()) == [3.0, 1.5]
+    assert animator.axes.get_xlim() == (10, 500) and animator.axes.get_yscale() == "log"
+    assert animator.axes.get_ylabel() == "perplexity"

@@ -145,7 +145,7 @@ def _add_translate_parser(commands):
 
 def pairs_name(pairs):
     """A short name for the pairs: the bundled file's, or the file name without its suffix."""
-    return f"{PAIRS_FILE.stem} (bundled)" if pairs is None else pathlib.Path(pairs).stem
+    return f"{PAIRS_FILE.parent.name} (bundled)" if pairs is None else pathlib.Path(pairs).stem
 
 
 def translation_model_name(args):

@@ -1,7 +1,7 @@
 """The translation data pipeline: English-French sentence pairs as padded index arrays and minibatches.
 
-The pairs (``fra-eng.txt``, one ``English<TAB>French`` pair a line, provenance in ``README.md``)
-ship with the package. The steps are the book's:
+The pairs (``fra-eng/fra.txt``, named as in the book's archive: one ``English<TAB>French`` pair a line,
+provenance in ``README.md``) ship with the package. The steps are the book's:
 
 1. :func:`preprocess_nmt`: lower case, non-breaking spaces as spaces, a space before ``, . ! ?``
    so that punctuation becomes a word of its own;
@@ -27,7 +27,7 @@ from .corpus import read_utf8
 from .vocab import Vocab
 
 #: The bundled pairs file.
-PAIRS_FILE = pathlib.Path(__file__).with_name("fra-eng.txt")
+PAIRS_FILE = pathlib.Path(__file__).with_name("fra-eng") / "fra.txt"
 #: Reserved tokens of both vocabularies, after ``<unk>`` (index 0): ``<pad>`` is 1, ``<bos>`` 2, ``<eos>`` 3.
 RESERVED = ("<pad>", "<bos>", "<eos>")
 PUNCTUATION = set(",.!?")
