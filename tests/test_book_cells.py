@@ -163,6 +163,57 @@ def tensorflow_reader():
     return train, new_model, tf.distribute.OneDeviceStrategy("/CPU:0")
 
 
+def keras_rnn_model_class():
+    """The rnn-concise section's TensorFlow model, a Keras layer, with the changes Keras 3 needs (the
+    book's is Keras 2 code): its recurrent layer cannot be time-major, so the one-hot steps are turned
+    batch-major and back around it, and a cell's initial state takes no dtype."""
+    import tensorflow as tf
+
+    class RNNModel(tf.keras.layers.Layer):
+        def __init__(self, rnn_layer, vocab_size, **kwargs):
+            super().__init__(**kwargs)
+            self.rnn = rnn_layer
+            self.vocab_size = vocab_size
+            self.dense = tf.keras.layers.Dense(vocab_size)
+
+        def call(self, inputs, state):
+            X = tf.one_hot(tf.transpose(inputs), self.vocab_size)
+            Y, *state = self.rnn(tf.transpose(X, [1, 0, 2]), state)  # Keras 3: batch-major
+            Y = tf.transpose(Y, [1, 0, 2])
+            return self.dense(tf.reshape(Y, (-1, Y.shape[-1]))), state
+
+        def begin_state(self, *args, **kwargs):
+            kwargs.pop("dtype", None)  # Keras 3's get_initial_state takes the batch size only
+            return self.rnn.cell.get_initial_state(*args, **kwargs)
+
+    return RNNModel
+
+
+def keras_book_training(net, train_iter, lr, num_epochs, device):
+    """The rnn-scratch section's TensorFlow loop on a Keras model: a tape, ``d2l.grad_clipping(grads,
+    1)`` on ``net.trainable_variables``' gradients and Keras's SGD."""
+    import tensorflow as tf
+
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    updater = tf.keras.optimizers.SGD(lr)
+    result = []
+    for _ in range(num_epochs):
+        state, metric = None, d2l.Accumulator(2)
+        for X, Y in train_iter:
+            if state is None:
+                state = net.begin_state(batch_size=X.shape[0], dtype=tf.float32)
+            with tf.GradientTape(persistent=True) as g:
+                y_hat, state = net(X, state)
+                y = tf.reshape(tf.transpose(Y), (-1))
+                l = loss(y, y_hat)  # noqa: E741 - the book's name
+            params = net.trainable_variables
+            grads = d2l.grad_clipping(g.gradient(l, params), 1)
+            updater.apply_gradients(zip(grads, params))
+            metric.add(l * d2l.size(y), d2l.size(y))
+        result.append(math.exp(metric[0] / metric[1]))
+    return result
+
+
 def gluon_rnn_model_class():
     """The rnn-concise section's MXNet model: the reader's own ``nn.Block`` over a Gluon layer, on
     ``mxnet.np`` arrays (no ``num_hiddens``: the book's Gluon class keeps none)."""
@@ -401,12 +452,21 @@ def test_the_concise_sections_train_d2ls_rnn_model_on_the_frameworks_layer(backe
     """The GRU and LSTM sections' concise cells: ``d2l.RNNModel`` over the framework's own layer, moved
     (PyTorch) or initialized (MXNet) the book's way, then ``d2l.train_ch8`` and ``d2l.predict_ch8``."""
     skip_without_book_cells(backend)
-    if backend == "tensorflow":
-        pytest.skip("the book's TensorFlow cells build this layer with keras.layers.RNN(time_major=True), "
-                    "which Keras 3 (TensorFlow 2.16 and later) no longer has: they fail before d2l is called")
     train_iter, vocab = data
     device = d2l.try_gpu()
-    if backend == "torch":
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gru_cell = tf.keras.layers.GRUCell(NUM_HIDDENS, kernel_initializer="glorot_uniform")
+        # The one change Keras 3 needs: the book also passes time_major=True, which Keras 3 refuses
+        # (d2l.RNNModel lays the steps out for the layer itself).
+        gru_layer = tf.keras.layers.RNN(gru_cell, return_sequences=True, return_state=True)
+        device_name = d2l.try_gpu()._device_name
+        strategy = tf.distribute.OneDeviceStrategy(device_name)
+        with strategy.scope():
+            model = d2l.RNNModel(gru_layer, vocab_size=len(vocab))
+        device = strategy
+    elif backend == "torch":
         from torch import nn
 
         model = d2l.RNNModel(nn.GRU(len(vocab), NUM_HIDDENS), len(vocab))
@@ -489,12 +549,23 @@ def torch_book_training(net, train_iter, lr, num_epochs, device):
 def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop(backend, data, layer,
                                                                                    book_mode):
     skip_without_book_cells(backend)
-    if backend == "tensorflow":
-        pytest.skip("the book's TensorFlow RNNModel wraps keras.layers.RNN(time_major=True), which Keras 3 "
-                    "(TensorFlow 2.16 and later) no longer has: the cell fails before d2l is called")
     train_iter, vocab = data
     device = d2l.try_gpu()
-    if backend == "torch":
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def build():
+            cell = getattr(tf.keras.layers, {"RNN": "SimpleRNNCell", "LSTM": "LSTMCell"}[layer])(NUM_HIDDENS)
+            rnn_layer = tf.keras.layers.RNN(cell, return_sequences=True, return_state=True)
+            return keras_rnn_model_class()(rnn_layer, vocab_size=len(vocab))
+
+        tf.keras.utils.set_random_seed(0)
+        net, book, third, book_training = build(), build(), build(), keras_book_training
+
+        def loss_and_updater(model):
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            return loss, tf.keras.optimizers.SGD(LR)
+    elif backend == "torch":
         import copy
 
         import torch
@@ -528,13 +599,18 @@ def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop
             d2l.predict_ch8("time traveller", 1, model, vocab, device)
             for mine, theirs in zip(net.collect_params().values(), model.collect_params().values()):
                 theirs.set_data(mine.data())
+    if backend == "tensorflow":  # so does Keras
+        for model in (book, third):
+            d2l.predict_ch8("time traveller", 1, model, vocab, device)
+            model.set_weights(net.get_weights())
 
     d2l.manual_seed(0)
     expected = book_training(book, train_iter, LR, NUM_EPOCHS, device)
     # the book's train_ch8 calls d2l.train_epoch_ch8 with the framework's loss and optimizer
     d2l.manual_seed(0)
     loss, updater = loss_and_updater(third)
-    by_epoch = [d2l.train_epoch_ch8(third, train_iter, loss, updater, device, False)[0]
+    book_args = (False,) if backend == "tensorflow" else (device, False)  # TensorFlow's takes no device
+    by_epoch = [d2l.train_epoch_ch8(third, train_iter, loss, updater, *book_args)[0]
                 for _ in range(NUM_EPOCHS)]
     np.testing.assert_allclose(by_epoch, expected, rtol=1e-5)  # the same updates: measured <= 1e-7
     d2l.manual_seed(0)
@@ -542,13 +618,15 @@ def test_the_readers_own_module_trains_with_d2l_train_ch8_as_with_the_books_loop
                             verbose=False)
     # The same module, SGD and minibatches through two autograd paths (the parameters swapped for
     # d2lrnn's, the module's own): measured <= 9e-8 relative on torch, <= 2e-6 on MXNet (below).
+    # (On TensorFlow, the book's RNNModel with the changes Keras 3 needs: keras_rnn_model_class.)
     np.testing.assert_allclose(history["train_ppl"], expected, rtol=1e-5)
     # measured 19.5 -> 13.4 (RNN) and 22.0 -> 17.4 (LSTM) on torch
     assert expected[-1] < 0.9 * expected[0], expected
     # Trained values written back. PyTorch's SGD and d2lrnn's both compute p - lr * g: identical weights
     # measured. Gluon's Trainer scales the gradient by 1 / batch_size inside its own fused sgd kernel:
     # float32 rounding that adds up over the 72 steps, measured <= 3.9e-6 absolute on weights up to 1.6.
-    atol = 1e-7 if backend == "torch" else 1e-5
+    # Keras's SGD runs its own update op: measured <= 2.8e-7 absolute.
+    atol = {"torch": 1e-7, "tensorflow": 1e-6, "mxnet": 1e-5}[backend]
     mine, theirs = params_of(net), params_of(book)
     for i, (a, b) in enumerate(zip(mine, theirs)):
         a, b = ops.to_numpy(ops.detach(a)), ops.to_numpy(ops.detach(b))
@@ -565,6 +643,10 @@ def test_the_mxnet_cells_ctx_keyword_is_the_device(backend):
     np.testing.assert_array_equal(ops.to_numpy(d2l.arange(3, ctx=device)), [0, 1, 2])
     with pytest.raises(d2l.ArgumentError, match="give the device once, as device= or ctx="):
         d2l.zeros(2, ctx=device, device=device)
+    if backend == "tensorflow":  # the book's TensorFlow cells read try_gpu()._device_name, or enter it
+        assert device == "/CPU:0" and device._device_name == "/CPU:0"
+        with d2l.try_gpu():
+            assert d2l.zeros(2).device.endswith("CPU:0")
 
 
 def test_d2l_train_ch8_shapes_a_gluon_block_that_has_not_run_yet(backend, data, book_mode):

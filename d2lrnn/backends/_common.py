@@ -234,7 +234,7 @@ class Imperative:
       differentiate it, in training mode (dropout on) or not (None: the module's own mode); None where
       the framework has no such call;
     - ``device_keyword``: the name a framework module's ``begin_state`` gives the device (the book's
-      PyTorch modules take ``device=``, Gluon's layers ``ctx=``);
+      PyTorch modules take ``device=``, Gluon's layers ``ctx=``), None where it takes none (Keras);
     - ``module_bases``: ``(layer class, model class, method)`` that the book's ``d2l.Encoder`` and
       ``d2l.Decoder`` (the layer class) and ``d2l.EncoderDecoder`` (the model class) derive from on this
       framework, and the name of the method a module writes (``forward``; Keras: ``call``); None where
@@ -257,7 +257,7 @@ class Imperative:
     is_module: object
     module_params: object
     call_with: object = None
-    device_keyword: str = "device"
+    device_keyword: object = "device"
     module_bases: tuple = None
     infer_shapes: object = None
     call_loss: object = None

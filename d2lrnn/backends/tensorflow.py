@@ -297,10 +297,28 @@ def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, re
 
 
 def _layers(layer):
-    """A Keras layer, a list of them or a ``keras.Sequential``, as a list."""
+    """A Keras layer, a list of them or a ``keras.Sequential``, as a list (each ``keras.layers.RNN`` of
+    one cell as the layer of that cell, see ``_standard``)."""
     if isinstance(layer, tf.keras.Sequential):
-        return list(layer.layers)
-    return list(layer) if isinstance(layer, (list, tuple)) else [layer]
+        layers = list(layer.layers)
+    else:
+        layers = list(layer) if isinstance(layer, (list, tuple)) else [layer]
+    return [_standard(one) for one in layers]
+
+
+def _standard(layer):
+    """``keras.layers.RNN(GRUCell(...))`` (the book's TensorFlow form) as the ``keras.layers.GRU`` with the
+    same settings (likewise SimpleRNN and LSTM); any other layer as it is."""
+    if type(layer) is not tf.keras.layers.RNN:
+        return layer
+    keras = tf.keras.layers
+    cell = {keras.SimpleRNNCell: "rnn", keras.GRUCell: "gru", keras.LSTMCell: "lstm"}.get(type(layer.cell))
+    if cell is None:
+        return layer
+    config = {key: value for key, value in layer.cell.get_config().items() if key != "name"}
+    config.update(return_sequences=layer.return_sequences, return_state=layer.return_state,
+                  go_backwards=layer.go_backwards, stateful=layer.stateful)
+    return _keras_classes()[cell].from_config(config)
 
 
 def _describe_one(layer):
@@ -415,6 +433,7 @@ def _infer_shapes(layer, *args):
 _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
+                                 device_keyword=None,
                                  module_bases=(tf.keras.layers.Layer, tf.keras.Model, "call"),
                                  infer_shapes=_infer_shapes, call_loss=_call_loss,
                                  dense_grad=tf.convert_to_tensor)
@@ -460,11 +479,14 @@ def value_and_grad(f, has_aux=False):
 
     def wrapped(params, *args):
         params = list(params)
+        # A Keras 3 variable (a Keras model's own weights, the book's form) is watched through the
+        # tf.Variable it holds: the tape takes no Keras variable.
+        watched = [p.value if isinstance(p, tf.keras.Variable) else p for p in params]
         with tf.GradientTape() as tape:
-            tape.watch(params)
+            tape.watch(watched)
             out = f(params, *args)
         value, aux = out if has_aux else (out, None)
-        grads = [_dense(g, p) for g, p in zip(tape.gradient(value, params), params)]
+        grads = [_dense(g, p) for g, p in zip(tape.gradient(value, watched), params)]
         if has_aux:
             return (value, _common.tree_map(detach, aux)), grads
         return value, grads
@@ -530,14 +552,30 @@ def compile(fn):  # noqa: A001
     return step
 
 
+class DeviceName(str):
+    """A device name, e.g. ``'/CPU:0'``, that also does what the book's TensorFlow cells do with the
+    ``tf.device`` object their ``try_gpu`` returns: ``._device_name``, and ``with d2l.try_gpu():``."""
+
+    @property
+    def _device_name(self):
+        return str(self)
+
+    def __enter__(self):
+        self._scope = tf.device(str(self))
+        return self._scope.__enter__()
+
+    def __exit__(self, *exc):
+        return self._scope.__exit__(*exc)
+
+
 def try_gpu(i=0):
     """GPU ``i`` if there is one, else the CPU."""
-    return f"/GPU:{i}" if num_gpus() > i else cpu()
+    return DeviceName(f"/GPU:{i}") if num_gpus() > i else cpu()
 
 
 def cpu():
     """The CPU device."""
-    return "/CPU:0"
+    return DeviceName("/CPU:0")
 
 
 def num_gpus():

@@ -30,7 +30,7 @@ class ModuleModel:
     kind = "module"
 
     def __init__(self, module, hooks):
-        self.module, self._hooks, self._params = module, hooks, None
+        self.module, self._hooks, self._params, self._batch_size = module, hooks, None, None
         if not hasattr(module, "vocab_size"):
             raise ArgumentError("d2l.train_ch8 reads the model's vocab_size: set self.vocab_size in its "
                                 "__init__, as the book's RNNModel does")
@@ -66,16 +66,15 @@ class ModuleModel:
 
     def begin_state(self, batch_size, device=None):
         """The module's own zero state, asked for by keyword (the book's PyTorch order is (device,
-        batch_size); Gluon names the device ``ctx``)."""
-        return (self.module.begin_state(batch_size=batch_size, **{self._hooks.device_keyword: device}),)
+        batch_size); Gluon names the device ``ctx``, Keras takes none)."""
+        self._batch_size = batch_size
+        keyword = self._hooks.device_keyword
+        return (self.module.begin_state(batch_size=batch_size, **({keyword: device} if keyword else {})),)
 
-    @staticmethod
-    def batch_size_of(state):
-        """The batch size a state was made for: frameworks' layers keep (layers * directions, batch, h)."""
-        leaf = state[0]
-        while isinstance(leaf, (tuple, list)):
-            leaf = leaf[0]
-        return ops.shape(leaf)[1]
+    def batch_size_of(self, state):
+        """The batch size of the state this model last began: states come from the module, whose layout
+        (where the batch axis is) d2lrnn does not know, and carry the batch size they began with."""
+        return self._batch_size
 
     def write_back(self):
         """Copy ``params`` (the trained values) into the module's own parameters."""
