@@ -433,3 +433,43 @@ def test_the_sections_loop_and_d2l_train_seq2seq_train_the_readers_model_alike(b
         translation, attention = d2l.predict_seq2seq(net, eng, src_vocab, tgt_vocab, STEPS, device)
         assert translation == reader["predict"](net, eng, src_vocab, tgt_vocab, STEPS, device)
         assert attention == [] and 0 <= d2l.bleu(translation, fra, k=2) <= 1
+
+
+def test_a_framework_style_subclass_is_a_module_or_says_how_to_write_it(backend):
+    """``forward(self, X, ...)`` without ``params`` is the book's framework style: a module of the
+    backend's framework, or on the backends without modules one line naming d2lrnn's form."""
+    if backend not in BOOK_FRAMEWORKS:
+        with pytest.raises(d2l.ArgumentError) as err:
+            class Encoder(d2l.Encoder):
+                def forward(self, X, *args):
+                    return X
+        assert str(err.value) == (f"d2l.Encoder subclasses on the {backend} backend are written d2lrnn's "
+                                  f"way, with forward(self, params, X, ...) (the {backend} backend has no "
+                                  "framework modules)")
+        return
+
+    class Encoder(d2l.Encoder):
+        def call(self, X, *args, **kwargs):  # Keras's name; other frameworks' modules call forward
+            return X
+
+        forward = call
+
+    class Decoder(d2l.Decoder):
+        def init_state(self, enc_outputs, *args):
+            return enc_outputs
+
+        def call(self, X, state, **kwargs):
+            return X + state, state
+
+        forward = call
+
+    net = d2l.EncoderDecoder(Encoder(), Decoder())
+    hooks = ops.imperative()
+    assert all(hooks.is_module(m) for m in (net, net.encoder, net.decoder))
+    assert not isinstance(net, d2l.seq2seq.model.EncoderDecoder)
+    Y, state = net(d2l.ones((2, 3)), d2l.ones((2, 3)))
+    np.testing.assert_array_equal(ops.to_numpy(Y), np.full((2, 3), 2.0))
+    # d2lrnn's own parts keep d2lrnn's own functional EncoderDecoder on every backend
+    functional = d2l.make_seq2seq(10, 10, 4, 4, 1)
+    joined = d2l.EncoderDecoder(functional.encoder, functional.decoder)
+    assert isinstance(joined, d2l.seq2seq.model.EncoderDecoder) and not hooks.is_module(joined)
