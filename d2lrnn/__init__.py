@@ -11,6 +11,8 @@ Only the active backend's framework is imported, and only when first used.
 
 import functools
 
+import numpy as _np
+
 from . import models, ops
 from .backends import (
     ALIASES,
@@ -120,6 +122,10 @@ from .truncation import FullBPTT, RandomizedTruncation, RegularTruncation, state
 
 __version__ = "0.1.0"
 
+#: The book's dtype names (``d2l.astype(x, d2l.int32)``), as NumPy dtypes: every backend's tensor makers
+#: and ``astype`` take them.
+float32, int32, int64 = _np.float32, _np.int32, _np.int64
+
 __all__ = [
     "ops", "available_backends", "backend_name", "get_backend", "set_backend", "use_backend",
     "ArgumentError", "BackendError", "CheckpointError", "D2LRNNError", "DataError", "RunFolderError",
@@ -142,7 +148,7 @@ __all__ = [
     "EncoderDecoder", "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "train_seq2seq", "predict_seq2seq",
     "translate", "greedy_search", "beam_search", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
     "DATA_HUB", "DATA_URL", "download", "download_extract", "plot", "set_axes", "set_figsize",
-    "show_list_len_pair_hist", "use_svg_display",
+    "show_list_len_pair_hist", "use_svg_display", "float32", "int32", "int64",
 ]
 
 

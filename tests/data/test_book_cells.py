@@ -91,3 +91,24 @@ def test_the_sentence_length_histogram_counts_tokens_per_sentence():
     assert containers[0].patches[0].get_hatch() is None
     assert [t.get_text() for t in axes.get_legend().get_texts()] == ["source", "target"]
     d2l.plt.close("all")
+
+
+def test_the_translation_cells_build_and_batch_their_arrays_with_d2ls_tensor_helpers():
+    def build_array_nmt(lines, vocab, num_steps):  # the reader's own, on d2l's tensor helpers
+        lines = [vocab[line] + [vocab["<eos>"]] for line in lines]
+        array = d2l.tensor([d2l.truncate_pad(line, num_steps, vocab["<pad>"]) for line in lines])
+        valid_len = d2l.reduce_sum(d2l.astype(array != vocab["<pad>"], d2l.int32), 1)
+        return array, valid_len
+
+    source, target = d2l.tokenize_nmt(d2l.preprocess_nmt(d2l.read_data_nmt()), 600)
+    src_vocab = d2l.Vocab(source, min_freq=2, reserved_tokens=["<pad>", "<bos>", "<eos>"])
+    tgt_vocab = d2l.Vocab(target, min_freq=2, reserved_tokens=["<pad>", "<bos>", "<eos>"])
+    src_array, src_valid_len = build_array_nmt(source, src_vocab, 8)
+    expected = d2l.build_array_nmt(source, src_vocab, 8)
+    np.testing.assert_array_equal(d2l.numpy(src_array), d2l.numpy(expected[0]))
+    np.testing.assert_array_equal(d2l.numpy(src_valid_len), d2l.numpy(expected[1]))
+
+    data_iter = d2l.load_array((src_array, src_valid_len, *build_array_nmt(target, tgt_vocab, 8)), 2)
+    X, X_valid_len, Y, Y_valid_len = next(iter(data_iter))
+    shapes = [tuple(d2l.shape(t)) for t in (X, X_valid_len, Y, Y_valid_len)]
+    assert shapes == [(2, 8), (2,), (2, 8), (2,)]
