@@ -24,25 +24,23 @@ def as_model(net):
     return ModuleModel(net, hooks)
 
 
-class ModuleModel:
-    """A framework module (the book's concise ``RNNModel``) with d2lrnn's model interface."""
+class ModuleParams:
+    """A framework module's trainable parameters as d2lrnn's flat list ``params``, read when first asked
+    for (Gluon and Keras know their shapes only after the module's first call); training replaces the
+    list, and :meth:`write_back` copies it into the module's own parameters."""
 
     kind = "module"
 
     def __init__(self, module, hooks):
-        self.module, self._hooks, self._params, self._batch_size = module, hooks, None, None
-        if not hasattr(module, "vocab_size"):
-            raise ArgumentError("d2l.train_ch8 reads the model's vocab_size: set self.vocab_size in its "
-                                "__init__, as the book's RNNModel does")
-        self.vocab_size = module.vocab_size
-        self.num_hiddens = getattr(module, "num_hiddens", None)  # only for titles: Gluon's RNNModel has none
+        self.module, self._hooks, self._params = module, hooks, None
+
+    def _read_params(self):
+        return self._hooks.module_params(self.module)
 
     @property
     def params(self):
-        """The module's trainable parameters as a list (read when first asked for: Gluon knows their
-        shapes only after the module's first call)."""
         if self._params is None:
-            self._params = [ops.detach(p) for p in self._hooks.module_params(self.module)]
+            self._params = [ops.detach(p) for p in self._read_params()]
         return self._params
 
     @params.setter
@@ -52,6 +50,26 @@ class ModuleModel:
     @property
     def param_names(self):
         return tuple(f"param{i}" for i in range(len(self.params)))
+
+    def write_back(self):
+        """Copy ``params`` (the trained values) into the module's own parameters."""
+        if self._params is None:
+            return
+        for own, value in zip(self._hooks.module_params(self.module), self._params):
+            self._hooks.assign(own, value)
+
+
+class ModuleModel(ModuleParams):
+    """A framework module (the book's concise ``RNNModel``) with d2lrnn's model interface."""
+
+    def __init__(self, module, hooks):
+        super().__init__(module, hooks)
+        self._batch_size = None
+        if not hasattr(module, "vocab_size"):
+            raise ArgumentError("d2l.train_ch8 reads the model's vocab_size: set self.vocab_size in its "
+                                "__init__, as the book's RNNModel does")
+        self.vocab_size = module.vocab_size
+        self.num_hiddens = getattr(module, "num_hiddens", None)  # only for titles: Gluon's RNNModel has none
 
     def forward(self, params, X, state):
         """The module run with ``params``; its state travels as the one element of a tuple."""
@@ -75,10 +93,3 @@ class ModuleModel:
         """The batch size of the state this model last began: states come from the module, whose layout
         (where the batch axis is) d2lrnn does not know, and carry the batch size they began with."""
         return self._batch_size
-
-    def write_back(self):
-        """Copy ``params`` (the trained values) into the module's own parameters."""
-        if self._params is None:
-            return
-        for own, value in zip(self._hooks.module_params(self.module), self._params):
-            self._hooks.assign(own, value)

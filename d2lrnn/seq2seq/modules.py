@@ -19,6 +19,7 @@ import inspect
 from .. import ops
 from ..backends import backend_name
 from ..errors import ArgumentError
+from ..models.module import ModuleParams
 
 ROLES = ("Encoder", "Decoder", "EncoderDecoder")
 
@@ -113,7 +114,7 @@ def as_seq2seq(net):
     return ModuleEncoderDecoder(net, hooks)
 
 
-class ModuleEncoderDecoder:
+class ModuleEncoderDecoder(ModuleParams):
     """The reader's framework ``EncoderDecoder`` with d2lrnn's functional interface.
 
     ``params`` are the module's trainable parameters, the encoder's then the decoder's; ``forward``,
@@ -122,34 +123,21 @@ class ModuleEncoderDecoder:
     :class:`~d2lrnn.seq2seq.MaskedSoftmaxCELoss`, reported per target token.
     """
 
-    kind = "module"
     book_objective = True
 
     def __init__(self, module, hooks):
-        self.module, self._hooks, self._params = module, hooks, None
+        super().__init__(module, hooks)
         self.encoder, self.decoder = module.encoder, module.decoder
 
-    @property
-    def params(self):
-        """The module's trainable parameters (read when first asked for: Gluon and Keras know their
-        shapes only after a first call)."""
-        if self._params is None:
-            own = self._hooks.module_params(self.module)
-            halves = self._hooks.module_params(self.encoder) + self._hooks.module_params(self.decoder)
-            if len(own) != len(halves) or any(a is not b for a, b in zip(own, halves)):
-                raise ArgumentError("the model's parameters must be its encoder's followed by its decoder's: "
-                                    "keep every parameter inside net.encoder or net.decoder")
-            self._n = len(self._hooks.module_params(self.encoder))
-            self._params = [ops.detach(p) for p in own]
-        return self._params
-
-    @params.setter
-    def params(self, values):
-        self._params = list(values)
-
-    @property
-    def param_names(self):
-        return tuple(f"param{i}" for i in range(len(self.params)))
+    def _read_params(self):
+        own = self._hooks.module_params(self.module)
+        encoder = self._hooks.module_params(self.encoder)
+        halves = encoder + self._hooks.module_params(self.decoder)
+        if len(own) != len(halves) or any(a is not b for a, b in zip(own, halves)):
+            raise ArgumentError("the model's parameters must be its encoder's followed by its decoder's: "
+                                "keep every parameter inside net.encoder or net.decoder")
+        self._n = len(encoder)
+        return own
 
     def split(self, params):
         """``params`` as (the encoder's, the decoder's)."""
@@ -173,10 +161,3 @@ class ModuleEncoderDecoder:
 
     def config(self):
         return None
-
-    def write_back(self):
-        """Copy ``params`` (the trained values) into the module's own parameters."""
-        if self._params is None:
-            return
-        for own, value in zip(self._hooks.module_params(self.module), self._params):
-            self._hooks.assign(own, value)
