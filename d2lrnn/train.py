@@ -9,6 +9,7 @@ import contextlib
 import functools
 import inspect
 import math
+import numbers
 import time
 
 import numpy as np
@@ -346,7 +347,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
     carries them across epochs). ``truncation``: see :func:`train_ch8` (a given ``step`` must
     have been made with the same one).
     """
-    if step is None and updater is not None and not isinstance(updater, (int, float)):
+    if step is None and updater is not None and not isinstance(updater, numbers.Real):
         if isinstance(device, bool):  # TensorFlow's form: (net, train_iter, loss, updater, use_random_iter)
             device, use_random_iter = None, device
         return _book_epoch(net, train_iter, loss, updater, device, use_random_iter)

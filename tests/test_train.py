@@ -880,3 +880,14 @@ def test_train_ch8_passes_its_device_to_every_state_and_sample(monkeypatch):
     d2l.train_ch8(net, batches, vocab, 1.0, 1, ops.cpu(), val_iter=batches[:1], progress=False,
                   prefixes=("ab",))
     assert len(seen) >= 3 and all(d == ops.cpu() for d in seen), seen
+
+
+def test_train_epoch_ch8_reads_a_numpy_scalar_as_the_learning_rate():
+    """A learning rate is any real number (np.float32 included); only an optimizer object or a function
+    of the batch size is the book's framework updater."""
+    results = []
+    for lr in (0.5, np.float32(0.5)):
+        d2l.manual_seed(0)
+        net = d2l.RNNModelScratch(12, 5)
+        results.append(d2l.train_epoch_ch8(net, _batches(), None, lr)[0])
+    assert results[0] == results[1]

@@ -9,6 +9,7 @@ before its logging reads that threshold, are filtered by it here.
 """
 
 import contextlib
+import functools
 import inspect
 
 import numpy as np
@@ -402,8 +403,15 @@ def _module_params(obj):
 
 
 def _takes_training(layer):
+    return _call_takes_training(type(layer))
+
+
+@functools.cache
+def _call_takes_training(cls):
+    """Whether a Keras layer class's ``call`` takes ``training`` (read once per class: this runs at
+    every training step of a reader's own model)."""
     try:
-        parameters = inspect.signature(layer.call).parameters.values()
+        parameters = inspect.signature(cls.call).parameters.values()
     except (TypeError, ValueError):
         return False
     return any(p.name == "training" or p.kind is p.VAR_KEYWORD for p in parameters)
