@@ -590,13 +590,15 @@ def custom_vjp(fwd, bwd):
         def backward(self, *gs):
             return tuple(_as_nd(g) for g in bwd(self.residuals, *gs))
 
-    @_np_aware
     def call(*args):
         if autograd.is_recording():
             # MXNet's Function misroutes gradients when an input is not part of the recorded graph
             # (a constant such as an initial state): such inputs enter as fresh leaf variables.
             args = [a if _in_graph(a) else _leaf(a) for a in args]
-        return Function()(*args)
+        # The arguments go in as they are (under npx.set_np(), fwd then computes on mxnet.np arrays
+        # throughout, its arithmetic operators included); the outputs come back in the caller's kind.
+        outputs = Function()(*args)
+        return _common.tree_map(_as_np, outputs) if mx.util.is_np_array() else outputs
 
     return call
 

@@ -304,22 +304,27 @@ def _layers(layer):
         layers = list(layer.layers)
     else:
         layers = list(layer) if isinstance(layer, (list, tuple)) else [layer]
-    return [_standard(one) for one in layers]
+    return [standard for one in layers for standard in _standard(one)]
 
 
 def _standard(layer):
-    """``keras.layers.RNN(GRUCell(...))`` (the book's TensorFlow form) as the ``keras.layers.GRU`` with the
-    same settings (likewise SimpleRNN and LSTM); any other layer as it is."""
+    """``keras.layers.RNN(GRUCell(...))`` (the book's TensorFlow form) as ``[keras.layers.GRU]`` with the
+    same settings (likewise SimpleRNN and LSTM), ``keras.layers.RNN(StackedRNNCells([...]))`` as one such
+    layer per cell; any other layer as ``[layer]``."""
     if type(layer) is not tf.keras.layers.RNN:
-        return layer
+        return [layer]
     keras = tf.keras.layers
-    cell = {keras.SimpleRNNCell: "rnn", keras.GRUCell: "gru", keras.LSTMCell: "lstm"}.get(type(layer.cell))
-    if cell is None:
-        return layer
-    config = {key: value for key, value in layer.cell.get_config().items() if key != "name"}
-    config.update(return_sequences=layer.return_sequences, return_state=layer.return_state,
-                  go_backwards=layer.go_backwards, stateful=layer.stateful)
-    return _keras_classes()[cell].from_config(config)
+    stacked = isinstance(layer.cell, keras.StackedRNNCells)
+    cells = list(layer.cell.cells) if stacked else [layer.cell]
+    names = {keras.SimpleRNNCell: "rnn", keras.GRUCell: "gru", keras.LSTMCell: "lstm"}
+    kinds = [names.get(type(c)) for c in cells]
+    if None in kinds:
+        return [layer]
+    flags = {"return_sequences": layer.return_sequences or stacked, "return_state": layer.return_state,
+             "go_backwards": layer.go_backwards, "stateful": layer.stateful}
+    return [_keras_classes()[kind].from_config({**{k: v for k, v in cell.get_config().items() if k != "name"},
+                                                **flags})
+            for kind, cell in zip(kinds, cells)]
 
 
 def _describe_one(layer):
