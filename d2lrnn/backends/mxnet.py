@@ -658,8 +658,11 @@ def set_num_threads(n):
 
 
 def _as_nd(x):
-    """A legacy ``NDArray`` handle on the memory of an ``mxnet.np`` array (anything else as it is)."""
-    return x.as_nd_ndarray() if isinstance(x, mx.numpy.ndarray) else x
+    """A legacy ``NDArray`` handle on the memory of an ``mxnet.np`` array (anything else as it is);
+    ``mxnet.np.ndarray`` is the subclass of ``NDArray`` here, told apart by one type check."""
+    if type(x) is nd.NDArray or not isinstance(x, nd.NDArray):
+        return x
+    return x.as_nd_ndarray()
 
 
 def _as_np(x):

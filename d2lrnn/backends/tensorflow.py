@@ -443,11 +443,27 @@ def _infer_shapes(layer, *args):
         layer(*args, **kwargs)
 
 
+class _BookLayer(tf.keras.layers.Layer):
+    """A Keras layer whose ``build`` waits for the first call, where its sublayers shape themselves: the
+    book's encoder and decoder take ``*args``, which Keras 3 cannot trace to build them ahead (it warns
+    that the layer has unbuilt state)."""
+
+    def build(self, *args, **kwargs):
+        pass
+
+
+class _BookModel(tf.keras.Model):
+    """A Keras model whose ``build`` waits for the first call (see ``_BookLayer``)."""
+
+    def build(self, *args, **kwargs):
+        pass
+
+
 _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
                                  device_keyword=None,
-                                 module_bases=(tf.keras.layers.Layer, tf.keras.Model, "call"),
+                                 module_bases=(_BookLayer, _BookModel, "call"),
                                  infer_shapes=_infer_shapes, call_loss=_call_loss,
                                  dense_grad=tf.convert_to_tensor)
 

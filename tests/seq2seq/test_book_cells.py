@@ -11,6 +11,8 @@ The reader's loop and ``d2l.train_seq2seq`` train copies of the same model from 
 minibatches: the losses must agree and fall, the output shapes must be the book's.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -373,7 +375,12 @@ def data():
 def test_the_readers_classes_are_framework_modules_with_the_books_shapes(reader):
     # the book's shapes: encoder outputs (steps, batch, hiddens), state (layers, batch, hiddens), decoder
     # outputs (batch, steps, vocab); Keras keeps the batch first and a state per layer
-    assert reader["shapes"]() == reader.get("book_shapes", [(7, 4, 16), (2, 4, 16), (4, 7, 10), (2, 4, 16)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shapes = reader["shapes"]()
+    assert shapes == reader.get("book_shapes", [(7, 4, 16), (2, 4, 16), (4, 7, 10), (2, 4, 16)])
+    # d2l's base classes leave the shapes to the first call (Keras 3 cannot trace the book's *args)
+    assert not [w for w in caught if "unbuilt state" in str(w.message)], [str(w.message) for w in caught]
 
 
 def test_the_masked_loss_gives_the_books_numbers_on_framework_tensors(reader):
