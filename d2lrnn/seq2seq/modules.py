@@ -21,8 +21,6 @@ from ..backends import backend_name
 from ..errors import ArgumentError
 from ..models.module import ModuleParams
 
-ROLES = ("Encoder", "Decoder", "EncoderDecoder")
-
 
 def framework_style(namespace):
     """Whether a class body writes its model the framework's way: a ``forward`` (or Keras ``call``)
