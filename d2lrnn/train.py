@@ -381,10 +381,14 @@ def _book_epoch(net, train_iter, loss, updater, device, use_random_iter):
     d2l.sgd(net.params, lr, batch_size)`` or a Gluon ``trainer.step``), gradients clipped to norm 1, the
     parameters updated in place. Returns (perplexity, tokens per second)."""
     found = ops.imperative()
-    if found is None or loss is None:
-        raise ArgumentError(f"d2l.train_epoch_ch8(net, train_iter, loss, updater, ...) takes the framework's "
-                            f"loss and optimizer{'' if found is None else ', and loss is None'}: on the "
-                            f"{backend_name()} backend pass a learning rate as updater (and no loss)")
+    if found is None:
+        raise ArgumentError(f"d2l.train_epoch_ch8 takes a learning rate as updater on the {backend_name()} "
+                            "backend: a framework's optimizer or update function needs that framework's "
+                            "backend")
+    if loss is None:
+        raise ArgumentError("d2l.train_epoch_ch8 got the book's updater but no loss: pass the framework's "
+                            "loss too (the book passes e.g. nn.CrossEntropyLoss()), or a learning rate as "
+                            "updater")
     model = as_model(net)
     params = inplace.params_of(net)  # the module's or the reader's own tensors: the updater writes them
     call_loss = found.call_loss or (lambda loss, y_hat, y: loss(y_hat, y))

@@ -891,3 +891,19 @@ def test_train_epoch_ch8_reads_a_numpy_scalar_as_the_learning_rate():
         net = d2l.RNNModelScratch(12, 5)
         results.append(d2l.train_epoch_ch8(net, _batches(), None, lr)[0])
     assert results[0] == results[1]
+
+
+def test_the_books_train_epoch_form_says_what_it_needs_in_one_line(backend):
+    """The book's form passes the framework's loss and an updater; without a framework, or without the
+    loss, one line says what to pass instead."""
+    net = d2l.RNNModelScratch(12, 5)
+    with pytest.raises(d2l.ArgumentError) as err:
+        d2l.train_epoch_ch8(net, _batches(), None, lambda batch_size: None)
+    if backend in ("numpy", "jax"):
+        assert str(err.value) == (f"d2l.train_epoch_ch8 takes a learning rate as updater on the {backend} "
+                                  "backend: a framework's optimizer or update function needs that "
+                                  "framework's backend")
+    else:
+        assert str(err.value) == ("d2l.train_epoch_ch8 got the book's updater but no loss: pass the "
+                                  "framework's loss too (the book passes e.g. nn.CrossEntropyLoss()), or a "
+                                  "learning rate as updater")
