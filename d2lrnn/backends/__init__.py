@@ -1,7 +1,7 @@
 """Backend selection and the list of functions every backend implements.
 
 Each framework lives in one module of this package (``numpy.py``, ``torch.py``,
-``tensorflow.py``, ``mxnet.py``) that defines every name in :data:`SHIM_FUNCTIONS`
+``tensorflow.py``, ``mxnet.py``, ``jax.py``) that defines every name in :data:`SHIM_FUNCTIONS`
 with the same signature. Code above the shim calls them through
 :mod:`d2lrnn.ops` (or ``d2l.<name>``), which forwards to the active backend.
 A new backend is one new module here plus one tox env: the list of valid names
@@ -11,6 +11,12 @@ Recurrent layers: a backend does not implement them. ``native_rnn()`` returns a
 :class:`NativeRNN` declaring the framework's own layers (how to build, describe and call them, and
 how they store the book's parameters), or None where it has none (NumPy); the cells' equations and
 the adapter live above the shim, in :mod:`d2lrnn.models`.
+
+The book's own framework cells: ``imperative()`` returns an :class:`Imperative` declaring how the
+framework trains in place (attached gradients, variables, running a module with other parameter
+values, the module classes ``d2l.Encoder`` and friends derive from), or None where tensors carry no
+gradients (NumPy, JAX); :mod:`d2lrnn.inplace`, :mod:`d2lrnn.models.module` and
+:mod:`d2lrnn.seq2seq.modules` use it.
 """
 
 
