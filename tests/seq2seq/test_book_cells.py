@@ -75,7 +75,7 @@ def torch_reader():
         optimizer = torch.optim.Adam(net.parameters(), lr=lr)
         loss = MaskedSoftmaxCELoss()
         net.train()
-        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs], enabled=False)
+        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs])  # drawn in notebooks
         losses = []
         for epoch in range(num_epochs):
             timer, metric = d2l.Timer(), d2l.Accumulator(2)
@@ -181,7 +181,7 @@ def mxnet_reader():
         net.initialize(init.Xavier(), force_reinit=True, ctx=device)
         trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
         loss = MaskedSoftmaxCELoss()
-        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs], enabled=False)
+        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs])  # drawn in notebooks
         losses = []
         for epoch in range(num_epochs):
             timer, metric = d2l.Timer(), d2l.Accumulator(2)
@@ -279,7 +279,7 @@ def tensorflow_reader():
 
     def train(net, data_iter, lr, num_epochs, tgt_vocab, device):
         optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
-        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs], enabled=False)
+        animator = d2l.Animator(xlabel="epoch", ylabel="loss", xlim=[1, num_epochs])  # drawn in notebooks
         losses = []
         for epoch in range(num_epochs):
             timer, metric = d2l.Timer(), d2l.Accumulator(2)
