@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from . import checks, inplace, ops
-from .backends import backend_name, generator_state_kept
+from .backends import backend_name
 from .errors import ArgumentError, DataError, TrainingError
 from .models.module import as_model
 from .optim import SGD, Schedule, get_optimizer
@@ -101,7 +101,6 @@ def grad_clipping(grads, theta):
     """
     if not ops.is_tensor(theta):
         checks.positive_number("theta", theta, " (the largest gradient norm, e.g. 1)")
-    # A list is the functional form, checked first: this runs in every training step.
     if not isinstance(grads, (list, tuple)) and inplace.params_of(grads) is not None:
         return inplace.clip_attached(grads, theta, _clip)
     found = ops.imperative()
@@ -192,7 +191,7 @@ class Updater:
         def step(params, opt_state, scalars, *batch):
             (l, aux), grads = value_and_grad(params, *batch)
             if clip is not None:
-                grads = grad_clipping(grads, clip)
+                grads = _clip(grads, clip)  # value_and_grad's gradients: dense, clip checked above
             new_params, opt_state = optimizer.update(params, grads, opt_state, scalars)
             return l, new_params, opt_state, aux
 
@@ -333,6 +332,14 @@ def _state_for(net, X, state, device, reset=False):
     return state
 
 
+def _epoch_result(metric, timer):
+    """(perplexity, tokens per second) of an epoch from its (loss * tokens, tokens) sums."""
+    if metric[1] == 0:
+        raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
+                        "number of steps, or a longer corpus")
+    return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+
+
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, *,
                     step=None, epoch=1, on_batch=None, last_good=None, allow_bidirectional=False,
                     truncation=None):
@@ -369,10 +376,7 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
             metric.add(l * n, n)
             if on_batch is not None:
                 on_batch(n)
-    if metric[1] == 0:
-        raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
-                        "number of steps, or a longer corpus")
-    return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+    return _epoch_result(metric, timer)
 
 
 def _book_epoch(net, train_iter, loss, updater, device, use_random_iter):
@@ -402,7 +406,7 @@ def _book_epoch(net, train_iter, loss, updater, device, use_random_iter):
             return ops.mean(call_loss(loss, y_hat, y)), new_state
 
         (l, state), grads = ops.value_and_grad(objective, has_aux=True)(params)
-        grads = grad_clipping(grads, 1)
+        grads = _clip(grads, 1.0)  # value_and_grad's gradients are dense tensors
         if hasattr(updater, "apply_gradients"):  # a Keras optimizer on the tf.Variables
             updater.apply_gradients(zip(grads, params))
         else:
@@ -414,10 +418,7 @@ def _book_epoch(net, train_iter, loss, updater, device, use_random_iter):
                 updater.step()
         n = ops.size(y)
         metric.add(float(ops.to_numpy(l)) * n, n)
-    if metric[1] == 0:
-        raise DataError("the training iterator produced no minibatch: use a smaller batch size or "
-                        "number of steps, or a longer corpus")
-    return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+    return _epoch_result(metric, timer)
 
 
 def evaluate_perplexity(net, data_iter, device=None, step=None):
@@ -557,11 +558,7 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     """
     model = as_model(net)
     if model is not net:
-        hooks = ops.imperative()
-        if hooks.infer_shapes is not None:  # Gluon and Keras shape their parameters at the first call
-            with generator_state_kept():  # the same minibatches as without this look at one
-                X, _ = next(iter(train_iter))
-            hooks.infer_shapes(net, X, model.begin_state(ops.shape(X)[0], device)[0])
+        model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
         try:
             return train_ch8(model, train_iter, vocab, lr, num_epochs, device, use_random_iter, clip=clip,
                              val_iter=val_iter, progress=progress, plot=plot, prefixes=prefixes,

@@ -9,6 +9,7 @@ list, runs the module with whatever list it is given (the backend's ``imperative
 """
 
 from .. import ops
+from ..backends import generator_state_kept
 from ..errors import ArgumentError
 
 
@@ -50,6 +51,16 @@ class ModuleParams:
     @property
     def param_names(self):
         return tuple(f"param{i}" for i in range(len(self.params)))
+
+    def infer_shapes(self, data_iter, arguments):
+        """Give the module's parameters their shapes (Gluon, Keras: at its first call) by calling it once,
+        not training, on ``arguments(*batch)`` for the first minibatch of ``data_iter``, read without
+        moving d2lrnn's generator (training then sees the same minibatches)."""
+        if self._hooks.infer_shapes is None:
+            return
+        with generator_state_kept():
+            batch = next(iter(data_iter))
+        self._hooks.infer_shapes(self.module, *arguments(*batch))
 
     def write_back(self):
         """Copy ``params`` (the trained values) into the module's own parameters."""

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from .. import checks, ops
-from ..backends import backend_name, generator_state_kept
+from ..backends import backend_name
 from ..bleu import corpus_bleu
 from ..errors import ArgumentError, DataError
 from ..optim import get_optimizer
@@ -140,10 +140,8 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, cli
         hooks = ops.imperative()
         if history is None and hooks.book_seq2seq_init is not None:
             hooks.book_seq2seq_init(net, device)
-        if hooks.infer_shapes is not None:  # Gluon and Keras shape their parameters at the first call
-            with generator_state_kept():  # the same minibatches as without this look at one
-                X, X_valid_len, Y, _ = next(iter(data_iter))
-            hooks.infer_shapes(net, X, teacher_forcing(Y, tgt_vocab["<bos>"]), X_valid_len)
+        bos = tgt_vocab["<bos>"]
+        model.infer_shapes(data_iter, lambda X, X_valid_len, Y, _: (X, teacher_forcing(Y, bos), X_valid_len))
         try:
             return train_seq2seq(model, data_iter, lr, num_epochs, tgt_vocab, device, clip=clip,
                                  optimizer=optimizer, val_iter=val_iter, bleu_every=bleu_every,
