@@ -30,6 +30,17 @@ def time_vocab(corpus="tinyshakespeare", token="char", repeats=5):
     return _best_of(build, repeats)
 
 
+def time_ngram_fit(order=5, tokens=150000, repeats=5):
+    """Best-of-``repeats`` seconds to fit the add-k character ``order``-gram model on the first ``tokens``
+    tokens of the Time Machine (counting every n-gram of every order up to ``order``)."""
+    corpus, vocab = d2l.load_corpus("timemachine")
+
+    def fit():
+        d2l.NGramLM(order, k=0.05).fit(corpus[:tokens], len(vocab))
+
+    return _best_of(fit, repeats)
+
+
 def time_data_epoch(batch_size=32, num_steps=35, use_random_iter=False, repeats=3):
     """Best-of-``repeats`` seconds for one epoch of full Time Machine minibatches, as tensors of the
     active backend (planning the epoch in NumPy included, the corpus already loaded)."""
@@ -47,6 +58,7 @@ def main():
     results = {
         "vocab + indices, tinyshakespeare chars (target < 0.5 s)": time_vocab(),
         "vocab + indices, tinyshakespeare words": time_vocab(token="word"),
+        "5-gram model fit, 150,000 Time Machine chars (target < 0.5 s)": time_ngram_fit(),
         "epoch of Time Machine batches, 32 x 35, sequential": time_data_epoch(use_random_iter=False),
         "epoch of Time Machine batches, 32 x 35, random": time_data_epoch(use_random_iter=True),
     }

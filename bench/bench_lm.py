@@ -199,9 +199,10 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
                hidden=256,
                layers=1, dropout=0.0, input_dropout=0.0, output_dropout=0.0, lr=3e-3, weight_decay=0.0,
                warmup=0.0, batch=32, num_steps=64, clip=1.0, seed=0, threads=None, eval_streams=STREAMS,
-               eval_steps=NUM_STEPS, log=None, log_every=30.0):
+               eval_steps=NUM_STEPS, log=None, log_every=30.0, now=time.perf_counter):
     """Train d2lrnn's ``kind`` model on the active backend for ``minutes`` of training time, evaluating
     the whole validation text (bench/lm_eval.py) at each of ``eval_at`` with the training clock paused.
+    ``now`` is the clock (seconds; tests pass one that ticks per call, so the budget is in steps).
 
     Returns the same fields as :func:`bench.lm_reference.train` plus ``vocab_size``, ``train_size``
     and ``val_size``.
@@ -225,21 +226,21 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
     predict = d2lrnn_predict(net)
     marks = [m * 60.0 for m in eval_points(minutes, eval_at)]
     tokens, steps, loss_value, curve, eval_seconds, last = 0, 0, float("nan"), [], 0.0, None
-    next_log = time.perf_counter() + log_every
+    next_log = now() + log_every
     while clock < budget:
         state, batches = None, iter(train_iter)  # an epoch: a new random offset, a zero state
         while clock < budget:
-            start = time.perf_counter()
+            start = now()
             batch_xy = next(batches, None)
             if batch_xy is None:
-                clock += time.perf_counter() - start
+                clock += now() - start
                 break
             X, Y = batch_xy
             if state is None:
                 state = net.begin_state(batch)
             loss, net.params, state = updater(net.params, X, Y, state)
             loss_value = float(ops.to_numpy(loss))  # waits for the step to finish
-            clock += time.perf_counter() - start
+            clock += now() - start
             tokens += batch * num_steps
             steps += 1
             if marks and clock >= marks[0]:  # the training clock is paused while evaluating
@@ -251,11 +252,11 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
                 if log:
                     log(f"eval at {clock / 60:.2f} min: {last['nats']:.4f} nats/char "
                         f"({last['predicted']:,} chars, {last['seconds']:.1f} s)")
-            elif log and time.perf_counter() >= next_log:
+            elif log and now() >= next_log:
                 log(f"{clock / 60:.2f}/{budget / 60:g} min trained, {tokens / 1e6:.2f}M tokens, "
                     f"{tokens / clock:,.0f} tokens/s, train loss {loss_value:.3f}")
-            if log and time.perf_counter() >= next_log:
-                next_log = time.perf_counter() + log_every
+            if log and now() >= next_log:
+                next_log = now() + log_every
     return {"curve": curve, "eval": last, "tokens": tokens, "steps": steps, "train_seconds": clock,
             "tokens_per_s": tokens / clock, "train_loss": loss_value, "eval_seconds": eval_seconds,
             "framework": _framework(d2l.backend_name()), "vocab_size": len(vocab),

@@ -1,12 +1,14 @@
 """Shared fixtures: the active backend, a seeded NumPy generator, the project root."""
 
 import atexit
+import itertools
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
+import types
 
 import numpy as np
 import pytest
@@ -24,6 +26,11 @@ if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not
 import d2lrnn as d2l  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+#: A hang guard, not a speed limit, for the child processes and notebook cells the tests start: none
+#: takes more than ~30 s on an idle 2-core machine (a kernel importing TensorFlow, a command line
+#: training), so this only ever stops one that hangs, even on a machine many times busier.
+HANG_GUARD_SECONDS = 900
 
 
 @pytest.fixture
@@ -44,9 +51,38 @@ def _seeded():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _thread_settings_kept(monkeypatch):
+    """Put back what a test's ``set_num_threads`` changed: torch's thread count, and the variables that
+    size the thread pools of the processes it starts. tox gives each env one thread; a test that left
+    torch on two would slow every later test of the env several times, with five envs on two cores."""
+    for name in ("OMP_NUM_THREADS", "XLA_FLAGS"):  # monkeypatch restores what it touched
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    yield
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
 def run_python(code, env=None):
     """Run ``code`` in a fresh interpreter (for import-time behaviour); return the result."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300)
+                          env=full_env, timeout=HANG_GUARD_SECONDS)
+
+
+def ticking_clock(seconds_per_call):
+    """A clock that moves ``seconds_per_call`` every time it is read, from 0: code timed with it sees the
+    same durations on an idle or a busy machine (a time budget becomes a count of readings)."""
+    ticks = itertools.count()
+    return lambda: next(ticks) * seconds_per_call
+
+
+def as_time_module(clock):
+    """A stand-in for the ``time`` module of the code under test, whose ``perf_counter`` is ``clock``."""
+    return types.SimpleNamespace(perf_counter=clock, time=clock, monotonic=clock)

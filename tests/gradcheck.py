@@ -135,11 +135,13 @@ def prepare(inputs, tol, wrt=None):
     return arrays, list(wrt)
 
 
-def check_gradient(fn, inputs, tol=FLOAT64, wrt=None, seed=0, what="gradient"):
+def check_gradient(fn, inputs, tol=FLOAT64, wrt=None, seed=0, what="gradient", compiled=False):
     """Assert that the shim's gradient of ``sum_k sum(fn(*inputs)_k * R_k)`` matches finite differences.
 
     The analytic gradient comes from ``value_and_grad``, whose value must equal the objective of
-    the plain forward pass. Returns the analytic gradients as NumPy arrays.
+    the plain forward pass. Returns the analytic gradients as NumPy arrays. ``compiled``: the finite
+    differences' hundreds of forward passes run ``fn`` compiled (``ops.compile``: one trace, then
+    fast calls on TensorFlow and JAX), for a deterministic ``fn`` that compiles.
     """
     arrays, wrt = prepare(inputs, tol, wrt)
     tensors = [to_backend(a, tol.dtype) for a in arrays]
@@ -165,6 +167,7 @@ def check_gradient(fn, inputs, tol=FLOAT64, wrt=None, seed=0, what="gradient"):
     scale = sum(float(np.sum(np.abs(ops.to_numpy(flat[k]) * R_np[k]))) for k in R)
     assert abs(float(ops.to_numpy(value)) - objective_value(out, R_np)) <= 100 * roundoff * scale, \
         f"{what}: value_and_grad's value differs from the forward pass"
-    numeric = numeric_gradient(lambda args: objective_value(fn(*args), R_np), arrays, wrt, tol)
+    forward = ops.compile(fn) if compiled else fn
+    numeric = numeric_gradient(lambda args: objective_value(forward(*args), R_np), arrays, wrt, tol)
     assert_gradients_close(grads, numeric, arrays, wrt, tol, what)
     return [ops.to_numpy(g) for g in grads]

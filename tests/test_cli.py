@@ -14,6 +14,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import cli, ops
+from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
 TINY = ["--hidden", "16", "--epochs", "2", "--max-tokens", "4000", "--batch-size", "4", "--num-steps", "8",
@@ -27,7 +28,7 @@ def _run(*args):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-m", "d2lrnn", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+                          timeout=HANG_GUARD_SECONDS)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 import contextlib
 import math
-import time
 import warnings
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
+from tests.conftest import as_time_module, ticking_clock
 from tests.parity import assert_close, to_numpy_tree
 
 
@@ -587,24 +587,22 @@ def test_perplexity_weighs_each_minibatch_by_its_tokens():
     assert ppl == pytest.approx(expected, rel=1e-5)
 
 
-def test_speed_is_tokens_per_second_of_the_epoch():
+def test_speed_is_tokens_per_second_of_the_epoch(monkeypatch):
+    monkeypatch.setattr(d2l.train, "time", as_time_module(ticking_clock(0.25)))
     net = d2l.RNNModelScratch(12, 5)
-    start = time.perf_counter()
     _, speed = d2l.train_epoch_ch8(net, _batches(), None, 1.0)
-    wall = time.perf_counter() - start
     tokens = 5 * 4 * 6
-    assert tokens / wall <= speed < tokens / 1e-6
+    assert speed == tokens / 0.25  # the epoch's timer read the clock twice: at its start and at its end
 
 
-def test_timer_measures_elapsed_seconds():
-    timer = d2l.Timer()
-    time.sleep(0.01)
-    first = timer.stop()
-    assert 0.01 <= first < 5
+def test_timer_measures_elapsed_seconds(monkeypatch):
+    readings = iter([10.0, 10.5, 11.0, 11.25])
+    monkeypatch.setattr(d2l.train, "time", as_time_module(lambda: next(readings)))
+    timer = d2l.Timer()  # starts at 10.0
+    assert timer.stop() == 0.5
     timer.start()
-    second = timer.stop()
-    assert 0 <= second < first and timer.sum() == pytest.approx(first + second)
-    assert timer.avg() == pytest.approx((first + second) / 2)
+    assert timer.stop() == 0.25
+    assert timer.times == [0.5, 0.25] and timer.sum() == 0.75 and timer.avg() == 0.375
 
 
 def test_perplexity_overflows_to_inf_only_past_the_largest_float():
@@ -696,9 +694,10 @@ def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(mo
     monkeypatch.setattr(train, "progress_bar", progress_bar)
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
-    start = time.perf_counter()
+    monkeypatch.setattr(train, "time", as_time_module(ticking_clock(1.0)))
     first = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False)
-    assert first["seconds"][0] <= time.perf_counter() - start  # counted from the start of the run
+    # counted from the start of the run (reading 0), which each epoch's timer reads twice after
+    assert first["seconds"] == [3.0, 6.0, 9.0]
     first["seconds"] = [100.0, 200.0, 300.0]  # as if the first run had taken longer
     _FakeAnimator.made = []
     monkeypatch.setattr(train, "Animator", _FakeAnimator)

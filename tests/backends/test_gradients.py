@@ -180,7 +180,7 @@ def _check_native_layer(cell, num_layers=1, bidirectional=False):
         Y, new_state = layer.forward(list(args[:n]), args[n], tuple(args[n + 1:]))
         return (Y, *new_state)
 
-    check_gradient(forward, params + [normal(3, 2, num_inputs)] + state, FLOAT64,
+    check_gradient(forward, params + [normal(3, 2, num_inputs)] + state, FLOAT64, compiled=True,
                    what=f"{cell} layer, {num_layers} layer(s), {2 if bidirectional else 1} direction(s)")
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import HANG_GUARD_SECONDS, ROOT
 
 pytest.importorskip("jax", reason="the jax backend's own behaviour; jax is installed in the jax env")
 
@@ -33,7 +33,7 @@ def cache_dir_in_fresh_process(tmp_path, **env):
                 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     full.update(env)
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=full,
-                         timeout=300)
+                         timeout=HANG_GUARD_SECONDS)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

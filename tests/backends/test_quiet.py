@@ -8,7 +8,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn.backends import _common, _tflog
-from tests.conftest import ROOT
+from tests.conftest import HANG_GUARD_SECONDS, ROOT
 
 # Import, tensors, integer indices transposed and one-hot encoded, a matmul, the framework's RNN
 # layer, and a compiled training step with value_and_grad: what a notebook's first cells do.
@@ -55,7 +55,7 @@ def _clean_env():
 
 def test_import_and_ordinary_use_print_nothing():
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=_clean_env(),
-                       cwd=ROOT, timeout=300)
+                       cwd=ROOT, timeout=HANG_GUARD_SECONDS)
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
     assert r.stderr == "", f"{d2l.backend_name()} printed to stderr:\n{r.stderr}"

@@ -19,6 +19,8 @@ import jupytext
 import nbformat
 import numpy as np
 import pytest
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 import d2lrnn
@@ -27,6 +29,7 @@ from d2lrnn.cli import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
 from d2lrnn.data import Vocab, baseline_sample, load_corpus, ngram_perplexities, train_val_split
 from d2lrnn.data.iterators import num_batches
 from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
+from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = ROOT / "chapters"
@@ -36,7 +39,7 @@ EXPECTED = ("language-models-and-dataset", "rnn", "rnn-scratch", "rnn-concise", 
             "bidirectional-rnn", "bptt", "machine-translation-dataset", "encoder-decoder", "seq2seq",
             "beam-search")
 MARKER = "@@d2lrnn-probe@@"
-CELL_TIMEOUT = 300
+CELL_TIMEOUT = HANG_GUARD_SECONDS  # per cell: a hang guard (see tests/conftest.py)
 MAX_OUTPUT_CHARS = 100_000  # text a quick-mode run may print in all: no progress-bar spam
 
 # The sizes and shapes the stacked-layer notebooks (deep and bidirectional) both report.
@@ -328,21 +331,39 @@ def kernel_env():
     return env
 
 
+@pytest.fixture(scope="module")
+def kernel(kernel_env):
+    """One ``python3`` kernel for the notebooks, each run after ``%reset -f`` (names, history and
+    outputs cleared): the kernel's start and the framework's import are paid once, not per notebook,
+    while a notebook still sees none of the previous one's variables."""
+    manager = AsyncKernelManager(kernel_name="python3")
+
+    def running():
+        """The kernel, started (again, if a notebook killed it) in the chapters' folder and environment."""
+        if not (manager.has_kernel and run_sync(manager.is_alive)()):
+            run_sync(manager.start_kernel)(cwd=str(CHAPTERS), env=kernel_env)
+        return manager
+
+    yield running
+    if manager.has_kernel:
+        run_sync(manager.shutdown_kernel)(now=True)
+
+
 def test_every_section_has_a_notebook():
     assert set(EXPECTED) <= {p.stem for p in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_in_quick_mode(path, kernel_env, monkeypatch):
-    for key, value in kernel_env.items():
-        monkeypatch.setenv(key, value)
+def test_notebook_runs_in_quick_mode(path, kernel_env, kernel):
     nb = jupytext.read(path)
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3", "jupytext header needs kernelspec"
     probes = PROBES.get(path.stem, {})
+    nb.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
     nb.cells.append(nbformat.v4.new_code_cell(_probe_cell(probes)))
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+    client = NotebookClient(nb, km=kernel(), timeout=CELL_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(CHAPTERS)}})
     client.execute()  # a failing cell raises CellExecutionError: a broken notebook fails here
+    del nb.cells[0]
 
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     first = _text(code_cells[0].outputs)
