@@ -7,6 +7,10 @@ Use it as the book does::
 
 The backend comes from ``D2LRNN_BACKEND`` (default ``numpy``) or ``d2l.set_backend``.
 Only the active backend's framework is imported, and only when first used.
+
+This module is the package face: the book's names (the book's call forms from :mod:`d2lrnn.book`,
+the rest from the core: :mod:`d2lrnn.data`, :mod:`d2lrnn.models`, :mod:`d2lrnn.training`,
+:mod:`d2lrnn.lm`, :mod:`d2lrnn.seq2seq`). Nothing inside the package imports it.
 """
 
 import functools
@@ -14,6 +18,7 @@ import functools
 import numpy as _np
 
 from . import models, ops
+from ._version import __version__  # noqa: F401 - d2l.__version__
 from .backends import (
     ALIASES,
     SHIM_FUNCTIONS,
@@ -23,8 +28,11 @@ from .backends import (
     set_backend,
     use_backend,
 )
-from .bleu import bleu, corpus_bleu
-from .checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
+from .book.data import DATA_HUB, DATA_URL, download, download_extract
+from .book.models import RNNModel, RNNModelScratch
+from .book.plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
+from .book.seq2seq import Decoder, Encoder, EncoderDecoder, predict_seq2seq, train_seq2seq, translate
+from .book.training import grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
 from .data import (
     CORPORA,
     NGramLM,
@@ -56,7 +64,6 @@ from .data import (
     train_val_split,
     truncate_pad,
 )
-from .data.hub import DATA_HUB, DATA_URL, download, download_extract
 from .errors import (
     ArgumentError,
     BackendError,
@@ -66,10 +73,22 @@ from .errors import (
     RunFolderError,
     TrainingError,
 )
-from .models import (
-    RNNModel,
-    RNNModelScratch,
+from .lm import (
+    FullBPTT,
+    RandomizedTruncation,
+    RegularTruncation,
     StackedRNNModelScratch,
+    Updater,
+    checkpoint_info,
+    evaluate_perplexity,
+    load_checkpoint,
+    make_eval_step,
+    make_model,
+    make_train_step,
+    save_checkpoint,
+    state_gradient_norms,
+)
+from .models import (
     get_gru_params,
     get_lstm_params,
     get_params,
@@ -80,47 +99,24 @@ from .models import (
     init_rnn_state,
     lstm,
     lstm_textbook,
-    make_model,
     rnn,
     rnn_layer,
     rnn_textbook,
 )
-from .optim import SGD, Adam, Schedule
-from .plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
-from .progress import Animator, progress_bar
 from .seq2seq import (
-    Decoder,
-    Encoder,
-    EncoderDecoder,
     MaskedSoftmaxCELoss,
     Seq2SeqDecoder,
     Seq2SeqEncoder,
     beam_search,
+    bleu,
+    corpus_bleu,
     greedy_search,
     load_seq2seq_checkpoint,
     make_seq2seq,
-    predict_seq2seq,
     save_seq2seq_checkpoint,
     sequence_mask,
-    train_seq2seq,
-    translate,
 )
-from .train import (
-    Accumulator,
-    Timer,
-    Updater,
-    evaluate_perplexity,
-    grad_clipping,
-    make_eval_step,
-    make_train_step,
-    predict_ch8,
-    sgd,
-    train_ch8,
-    train_epoch_ch8,
-)
-from .truncation import FullBPTT, RandomizedTruncation, RegularTruncation, state_gradient_norms
-
-__version__ = "0.1.0"
+from .training import SGD, Accumulator, Adam, Animator, Schedule, Timer, progress_bar
 
 #: The book's dtype names (``d2l.astype(x, d2l.int32)``), as NumPy dtypes: every backend's tensor makers
 #: and ``astype`` take them.

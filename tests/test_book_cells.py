@@ -20,7 +20,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
-from d2lrnn.inplace import params_of
+from d2lrnn.book.inplace import params_of
 
 NUM_HIDDENS, LR, NUM_EPOCHS = 32, 1.0, 4
 

@@ -12,7 +12,7 @@ Recurrent layers: a backend does not implement them. ``native_rnn()`` returns a
 how they store the book's parameters), or None where it has none (NumPy); the cells' equations and
 the adapter live above the shim, in :mod:`d2lrnn.models`.
 
-The book's own framework cells: ``imperative()`` returns an :class:`Imperative` declaring how the
+The book's own framework cells: ``in_place_hooks()`` returns an :class:`InPlaceHooks` declaring how the
 framework trains in place (attached gradients, variables, running a module with other parameter
 values, the module classes ``d2l.Encoder`` and friends derive from), or None where tensors carry no
 gradients (NumPy, JAX); :mod:`d2lrnn.inplace`, :mod:`d2lrnn.models.module` and
@@ -32,7 +32,7 @@ from . import _common
 # The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
 # iterators): public here, so that code above the shim never reaches into the backends' private helpers.
 from ._common import (  # noqa: F401 - part of this package's API
-    Imperative,
+    InPlaceHooks,
     NativeRNN,
     generator,
     generator_state,
@@ -56,8 +56,8 @@ SHIM_FUNCTIONS = (
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
     # the framework's own recurrent layers (a NativeRNN declaration, or None), dropout
     "native_rnn", "dropout",
-    # the book's in-place training on the framework (an Imperative declaration, or None)
-    "imperative",
+    # the book's in-place training on the framework (an InPlaceHooks declaration, or None)
+    "in_place_hooks",
     # randomness, gradients, compilation, devices
     "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",

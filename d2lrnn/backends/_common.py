@@ -211,7 +211,7 @@ class NativeRNN:
 
 
 @dataclasses.dataclass(frozen=True)
-class Imperative:
+class InPlaceHooks:
     """A backend's declaration of what the book's own training cells do in place on its framework.
 
     The book trains the PyTorch and MXNet way: a backward pass attaches a gradient to every parameter,

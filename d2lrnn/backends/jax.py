@@ -414,7 +414,7 @@ def native_rnn():
     return _NATIVE
 
 
-def imperative():
+def in_place_hooks():
     """JAX arrays are immutable and carry no gradients: only the functional forms apply."""
     return None
 

@@ -508,17 +508,17 @@ def _book_seq2seq_init(block, device):
     block.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
 
 
-_IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad,
+_IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad,
                                  assign=_assign, is_variable=lambda x: False, is_module=_is_module,
                                  module_params=_module_params, call_with=_call_with, device_keyword="ctx",
                                  module_bases=(mx.gluon.Block, mx.gluon.Block, "forward"),
                                  infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init)
 
 
-def imperative():
+def in_place_hooks():
     """``attach_grad()`` and ``l.backward()`` put a gradient on every parameter; the book's ``sgd`` and
-    ``grad_clipping`` rewrite parameters and gradients in place (see ``Imperative``)."""
-    return _IMPERATIVE
+    ``grad_clipping`` rewrite parameters and gradients in place (see ``InPlaceHooks``)."""
+    return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):
@@ -691,7 +691,7 @@ def _np_aware(fn):
 
 #: Shim functions that neither take nor make tensors (or, as value_and_grad, hand the caller's own
 #: arrays to the caller's function), left as they are.
-_NOT_TENSOR_FUNCTIONS = ("native_rnn", "imperative", "value_and_grad", "custom_vjp", "compile", "try_gpu",
+_NOT_TENSOR_FUNCTIONS = ("native_rnn", "in_place_hooks", "value_and_grad", "custom_vjp", "compile", "try_gpu",
                          "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape", "size",
                          "to_numpy")
 

@@ -336,7 +336,7 @@ def native_rnn():
     return None
 
 
-def imperative():
+def in_place_hooks():
     """NumPy arrays carry no gradients and HIPS autograd is functional: the book's in-place forms do not
     apply (``d2l.value_and_grad`` gives the gradients, ``d2l.sgd(params, grads, lr)`` new parameters)."""
     return None

@@ -459,7 +459,7 @@ class _BookModel(tf.keras.Model):
         pass
 
 
-_IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
+_IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
                                  device_keyword=None,
@@ -468,10 +468,10 @@ _IMPERATIVE = _common.Imperative(grad=None, set_grad=None, assign=lambda v, valu
                                  dense_grad=tf.convert_to_tensor)
 
 
-def imperative():
+def in_place_hooks():
     """TensorFlow attaches no gradients (``tape.gradient`` returns them); the book's parameters are
     ``tf.Variable``s, assigned in place by ``d2l.sgd(params, grads, lr, batch_size)``."""
-    return _IMPERATIVE
+    return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):

@@ -377,17 +377,17 @@ def _book_seq2seq_init(module, device):
         module.to(device)
 
 
-_IMPERATIVE = _common.Imperative(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
+_IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
                                  is_variable=lambda x: False, is_module=_is_module,
                                  module_params=_module_params, call_with=_call_with,
                                  module_bases=(torch.nn.Module, torch.nn.Module, "forward"),
                                  book_seq2seq_init=_book_seq2seq_init)
 
 
-def imperative():
+def in_place_hooks():
     """``loss.backward()`` attaches ``.grad`` to every parameter; the book's ``sgd`` and ``grad_clipping``
-    rewrite parameters and gradients in place (see ``Imperative``)."""
-    return _IMPERATIVE
+    rewrite parameters and gradients in place (see ``InPlaceHooks``)."""
+    return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):

@@ -4,9 +4,9 @@ English-French translation model and translate with it.
 ``d2lrnn train`` loads a corpus, computes the n-gram baselines on the same train/validation
 split, trains with a progress bar, then prints the perplexities next to the baselines,
 two sample continuations, and where it wrote its files. Every run writes into a folder of its
-own (:mod:`d2lrnn.runs`): after every epoch the best model so far (``model.npz``), the metrics
-(``metrics.csv``), the plot (``perplexity.png``) and the state to resume from (``last.npz``), as
-one set. ``d2lrnn generate`` continues a prefix with a saved model.
+own (:mod:`d2lrnn.training.runs`): after every epoch the best model so far (``model.npz``), the
+metrics (``metrics.csv``), the plot (``perplexity.png``) and the state to resume from (``last.npz``),
+as one set. ``d2lrnn generate`` continues a prefix with a saved model.
 
 ``d2lrnn translate-train`` trains the chapter's encoder-decoder on sentence pairs with a held-out
 validation split, under the same run-folder rules (the plot is ``loss.png``, ``model.npz`` the
@@ -16,103 +16,36 @@ book's four sentences. ``d2lrnn translate`` translates sentences with a saved mo
 :func:`main` takes an argument list and returns the exit code: 0 done, 1 training diverged,
 2 bad arguments, input or output folder, 130 interrupted.
 
-The commands live in submodules: :mod:`d2lrnn.cli.lm` (``train``, ``generate``),
-:mod:`d2lrnn.cli.translate` (``translate-train``, ``translate``) and :mod:`d2lrnn.cli.common` (what
-they share). Their names are re-exported here, as they were when the command was one module.
+The two training commands are declarations (:mod:`d2lrnn.cli.lm`, :mod:`d2lrnn.cli.translate`) on one
+shape (:mod:`d2lrnn.cli.command`); :mod:`d2lrnn.cli.args` checks the arguments.
 """
 
 import sys
 
+from .._version import __version__
 from ..errors import D2LRNNError, TrainingError
-from .common import (
-    CSV_FIELDS,
-    _Parser,
-    backend_choice,
-    beam_width,
-    dropout_rate,
-    file_name,
-    folder,
-    fraction,
-    max_tokens,
-    metrics_csv_writer,
-    nonnegative_float,
-    nonnegative_int,
-    positive_float,
-    positive_int,
-    seed_value,
-    yes_no,
-)
-from .lm import (
-    ADDED_SETTINGS,
-    CELL_DEFAULTS,
-    CELLS,
-    NGRAM_ORDERS,
-    SAMPLE_CHARS,
-    SETTING_TYPES,
-    TIME_MACHINE_PREFIXES,
-    TRAIN_DEFAULTS,
-    EpochSaver,
-    _add_generate_parser,
-    _add_train_parser,
-    corpus_name,
-    model_name,
-    perplexity_plot_writer,
-    perplexity_table,
-    run_generate,
-    run_stem,
-    run_train,
-    sample_prefixes,
-)
-from .lm import _best_ngram_note as _best_ngram_note
-from .lm import _corpus_digest as _corpus_digest
-from .lm import _updater as _updater
-from .translate import (
-    LOSS_PLOT,
-    REPORT_BEAM,
-    TRANSLATE_CHOICES,
-    TRANSLATE_CSV_FIELDS,
-    TRANSLATE_DEFAULTS,
-    TRANSLATE_TYPES,
-    TranslationSaver,
-    _add_translate_parser,
-    _add_translate_train_parser,
-    pairs_name,
-    run_translate,
-    run_translate_train,
-    translation_model_name,
-    translation_plot_writer,
-    translation_table,
-)
+from . import command, lm, translate
+from .args import Parser
+from .lm import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
+from .translate import TRANSLATE_DEFAULTS
 
-__all__ = [
-    "ADDED_SETTINGS", "CELLS", "CELL_DEFAULTS", "CSV_FIELDS", "LOSS_PLOT", "NGRAM_ORDERS", "REPORT_BEAM",
-    "SAMPLE_CHARS", "SETTING_TYPES", "TIME_MACHINE_PREFIXES", "TRAIN_DEFAULTS", "TRANSLATE_CHOICES",
-    "TRANSLATE_CSV_FIELDS", "TRANSLATE_DEFAULTS", "TRANSLATE_TYPES", "EpochSaver", "TranslationSaver",
-    "backend_choice", "beam_width", "build_parser", "corpus_name", "dropout_rate", "file_name", "folder",
-    "fraction", "main", "max_tokens", "metrics_csv_writer", "model_name", "nonnegative_float",
-    "nonnegative_int", "pairs_name", "perplexity_plot_writer", "perplexity_table", "positive_float",
-    "positive_int", "run_generate", "run_stem", "run_train", "run_translate", "run_translate_train",
-    "sample_prefixes", "seed_value", "translation_model_name", "translation_plot_writer",
-    "translation_table", "yes_no",
-]
+__all__ = ["main", "build_parser", "command", "lm", "translate", "CELL_DEFAULTS", "NGRAM_ORDERS",
+           "TRAIN_DEFAULTS", "TRANSLATE_DEFAULTS"]
 
 
 def build_parser():
     """The argument parser of ``d2lrnn`` with its ``train``, ``generate``, ``translate-train`` and
     ``translate`` commands."""
-    from .. import __version__
-
-    parser = _Parser(prog="d2lrnn", description="The RNN chapter of Dive into Deep Learning on NumPy, "
-                     "PyTorch, TensorFlow or MXNet: train a character language model, generate text; train "
-                     "an English-French translation model, translate.",
-                     epilog="Run 'd2lrnn COMMAND --help' for the options of a command.")
+    parser = Parser(prog="d2lrnn", description="The RNN chapter of Dive into Deep Learning on NumPy, "
+                    "PyTorch, TensorFlow, MXNet or JAX: train a character language model, generate text; train "
+                    "an English-French translation model, translate.",
+                    epilog="Run 'd2lrnn COMMAND --help' for the options of a command.")
     parser.add_argument("--version", action="version", version=f"d2lrnn {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
-                                     parser_class=_Parser)
-    _add_train_parser(commands)
-    _add_generate_parser(commands)
-    _add_translate_train_parser(commands)
-    _add_translate_parser(commands)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
+    lm.TRAIN.add_parser(commands)
+    lm.add_generate_parser(commands)
+    translate.TRANSLATE_TRAIN.add_parser(commands)
+    translate.add_translate_parser(commands)
     return parser
 
 

@@ -1,7 +1,7 @@
 """What the stacker and the native-layer adapter need to know about a recurrent cell.
 
 A cell is described once, next to its equations (``rnn.py``, ``gru.py``, ``lstm.py``), by a
-:class:`Cell`. Each of its G gates ``g`` has the book's three parameters ``W_xg`` (inputs x
+:class:`Cell`; :mod:`d2lrnn.models.cells` lists them all. Each of its G gates ``g`` has the book's three parameters ``W_xg`` (inputs x
 hiddens), ``W_hg`` (hiddens x hiddens) and ``b_g``, in the book's order of gates; a GRU in the
 reset-after form has one more, the recurrent candidate bias ``b_hh``. ``layer`` is the fast
 recurrence of one layer in one direction::
@@ -98,31 +98,3 @@ def input_projection(X, W_x, b):
         return ops.take(W_x + b, X)
     T, B, inputs = ops.shape(X)
     return ops.reshape(ops.matmul(ops.reshape(X, (T * B, inputs)), W_x), (T, B, -1)) + b
-
-
-_CELLS = {}
-
-
-def register(cell):
-    """Make ``cell`` known to :func:`get_cell` (each cell module registers itself on import)."""
-    _CELLS[(cell.name, cell.reset_after)] = cell
-    return cell
-
-
-def cell_names():
-    """The names of the known cells."""
-    return list(dict.fromkeys(name for name, _ in _CELLS))  # in the order they were registered
-
-
-def get_cell(name, reset_after=False):
-    """The :class:`Cell` called ``name`` ('rnn', 'gru' or 'lstm'); ``reset_after`` picks the GRU's form."""
-    from . import gru, lstm, rnn  # noqa: F401 - importing them registers the cells
-
-    if isinstance(name, Cell):
-        return name
-    key = str(name).strip().lower() if isinstance(name, str) else name
-    if (key, False) not in _CELLS:
-        raise ArgumentError(f"unknown cell {name!r}: choose one of {', '.join(cell_names())} (--cell)")
-    if reset_after and key != "gru":
-        raise ArgumentError(f"reset_after applies to the GRU only, not to {key!r}: leave it out")
-    return _CELLS[(key, bool(reset_after))]

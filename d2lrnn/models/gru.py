@@ -17,7 +17,7 @@ and the reset-after form has one more parameter, ``b_hh``, after ``b_h``.
 
 from .. import ops
 from .bptt import gru_scan_fused, gru_scan_reset_after_fused
-from .cell import Cell, input_projection, register
+from .cell import Cell, input_projection
 from .rnn import output_layer, output_params
 
 
@@ -103,6 +103,5 @@ def gru(inputs, state, params):
 gru.accepts_indices = True
 gru.cell = "gru"
 
-CELL = register(Cell("gru", "zrh", ("H",), gru_scan))
-GRU_RESET_AFTER = register(Cell("gru", "zrh", ("H",), gru_scan_reset_after, extra=("b_hh",),
-                                reset_after=True))
+CELL = Cell("gru", "zrh", ("H",), gru_scan)
+GRU_RESET_AFTER = Cell("gru", "zrh", ("H",), gru_scan_reset_after, extra=("b_hh",), reset_after=True)

@@ -12,7 +12,7 @@ The state is the pair (H, C).
 
 from .. import ops
 from .bptt import lstm_scan_fused
-from .cell import Cell, input_projection, register
+from .cell import Cell, input_projection
 from .rnn import output_layer, output_params
 
 
@@ -80,4 +80,4 @@ def lstm(inputs, state, params):
 lstm.accepts_indices = True
 lstm.cell = "lstm"
 
-CELL = register(Cell("lstm", "ifoc", ("H", "C"), lstm_scan))
+CELL = Cell("lstm", "ifoc", ("H", "C"), lstm_scan)

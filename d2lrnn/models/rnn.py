@@ -12,7 +12,7 @@ once for all steps.
 
 from .. import ops
 from .bptt import rnn_tanh_scan
-from .cell import Cell, init_param, input_projection, register
+from .cell import Cell, init_param, input_projection
 
 
 def get_params(vocab_size, num_hiddens, device=None):
@@ -81,4 +81,4 @@ def rnn(inputs, state, params):
 rnn.accepts_indices = True
 rnn.cell = "rnn"
 
-CELL = register(Cell("rnn", "h", ("H",), rnn_scan))
+CELL = Cell("rnn", "h", ("H",), rnn_scan)

@@ -14,7 +14,7 @@ layers above. The state is a flat tuple: for each layer, for each direction, the
 
 from .. import checks, ops
 from ..errors import ArgumentError
-from .cell import get_cell
+from .cells import get_cell
 
 
 def slot_prefix(layer, reverse):

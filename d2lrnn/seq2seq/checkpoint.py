@@ -1,6 +1,6 @@
 """Checkpoints of translation models: an encoder-decoder with both vocabularies, in d2lrnn's ``.npz`` file.
 
-The container is the language models' (:mod:`d2lrnn.checkpoint`): the parameters as float32 arrays
+The container is d2lrnn's (:mod:`d2lrnn.training.checkpoint`): the parameters as float32 arrays
 under their names (``encoder.embedding``, ``encoder.W_xz``, ..., ``decoder.W_hq``, ``decoder.b_q``),
 the optimizer's running averages as ``optimizer.0``, ``optimizer.1``, ... (a run's ``last.npz``),
 and one JSON string of metadata with kind ``seq2seq``: the model's settings
@@ -16,12 +16,14 @@ command that reads it (``d2lrnn generate``).
 """
 
 from .. import checks, ops
-from ..backends import backend_name, generator_state_kept
-from ..checkpoint import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
+from ..backends import generator_state_kept
+from ..data.translation import RESERVED
+from ..errors import CheckpointError, D2LRNNError
+from ..models.stack import RecurrentStack
+from ..training.checkpoint import (
     SEQ2SEQ_KIND,
     as_path,
+    base_metadata,
     check_arrays,
     check_fields,
     check_version,
@@ -30,9 +32,6 @@ from ..checkpoint import (
     read_vocab,
     write_checkpoint,
 )
-from ..data.translation import RESERVED
-from ..errors import CheckpointError, D2LRNNError
-from ..models.stack import RecurrentStack
 from .model import RNN_KINDS, EncoderDecoder, make_seq2seq
 
 __all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
@@ -77,12 +76,10 @@ def seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams=None
     ``net`` must be built by :func:`~d2lrnn.seq2seq.model.make_seq2seq` (or its two parts); the
     vocabularies are the ones it was trained with and ``num_steps`` the sentence length. The
     parameters are copied at once, so training may go on before the file is written. ``resume``
-    (plain data) and ``optimizer_state`` (:meth:`d2lrnn.train.Updater.state_dict`) are what a run's
+    (plain data) and ``optimizer_state`` (:meth:`d2lrnn.training.step.Updater.state_dict`) are what a run's
     ``last.npz`` keeps to continue; read them back with ``info["resume"]`` and
-    :func:`d2lrnn.checkpoint.load_optimizer_state`.
+    :func:`d2lrnn.training.checkpoint.load_optimizer_state`.
     """
-    from .. import __version__
-
     config = net.config() if isinstance(net, EncoderDecoder) else None
     if config is None:
         raise CheckpointError(f"{type(net).__name__} cannot be saved as a translation model: build it with "
@@ -96,10 +93,9 @@ def seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams=None
             raise CheckpointError(f"the {name} vocabulary {problem}: save the vocabularies the model was "
                                   "trained with")
     num_steps = checks.positive_int("num_steps", num_steps, " (the sentence length the model was trained on)")
-    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **config, "num_steps": num_steps,
-            "param_names": list(net.param_names), "src_vocab": src_vocab.to_dict(),
-            "tgt_vocab": tgt_vocab.to_dict(), "hparams": dict(hparams or {}), "history": dict(history or {}),
-            "backend": backend_name(), "d2lrnn_version": __version__}
+    meta = {**base_metadata(), **config, "num_steps": num_steps, "param_names": list(net.param_names),
+            "src_vocab": src_vocab.to_dict(), "tgt_vocab": tgt_vocab.to_dict(), "hparams": dict(hparams or {}),
+            "history": dict(history or {})}
     if resume is not None:
         meta["resume"] = dict(resume)
     return packed_writer(net.param_names, net.params, meta, optimizer_state)

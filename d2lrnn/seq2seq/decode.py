@@ -24,7 +24,6 @@ import numpy as np
 from .. import checks, ops
 from ..data.translation import build_array_nmt_numpy, preprocess_nmt
 from ..errors import ArgumentError
-from .modules import as_seq2seq
 
 #: The default exponent of the length normalisation.
 ALPHA = 0.75
@@ -50,7 +49,6 @@ def _step_logits(net, params, tokens, state, device):
 def greedy_search(net, X, X_valid_len, bos, eos, max_len, params=None, device=None):
     """The token indices (lists, ``<eos>`` left out) that greedy search chooses for each source row of
     ``X`` (batch, num_steps, a tensor or NumPy array of indices)."""
-    net = as_seq2seq(net)
     params = net.params if params is None else params
     X, X_valid_len = _tensors(X, X_valid_len, device)
     state = net.encode(params, X, X_valid_len)
@@ -73,7 +71,6 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
     """The token indices (lists, ``<eos>`` left out) that beam search with ``beam_size`` beams chooses for
     each source row of ``X``; see the module docstring for the scores."""
     beam_size = check_beam(beam_size)
-    net = as_seq2seq(net)
     if getattr(net, "kind", None) == "module":
         raise ArgumentError("beam search reorders the decoder's state, whose layout your own framework model "
                             "decides: decode it greedily (beam_size=1), or build it with d2l.make_seq2seq")
@@ -164,7 +161,6 @@ def translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size=1, alpha
                      batch_size=BATCH_SIZE, params=None, device=None):
     """Target token lists for source index arrays (NumPy), decoded ``batch_size`` sentences at a time."""
     beam_size = check_beam(beam_size)
-    net = as_seq2seq(net)  # the reader's own framework model too
     max_len = checks.positive_int("max_len", max_len, " (the longest translation in tokens, e.g. 10)")
     alpha = checks.number("alpha", alpha, 0, hint=" (the length-normalisation exponent, e.g. 0.75)")
     bos, eos = tgt_vocab["<bos>"], tgt_vocab["<eos>"]
@@ -186,7 +182,6 @@ def translate(net, sentences, src_vocab, tgt_vocab, num_steps, beam_size=1, alph
     beam search with ``beam_size`` beams. ``max_len`` (default ``num_steps``) bounds their length."""
     if isinstance(sentences, str):
         raise ArgumentError("translate takes a list of sentences: pass [sentence], or use predict_seq2seq")
-    net = as_seq2seq(net)
     _check_vocabs(net, src_vocab, tgt_vocab)
     X, X_valid_len = source_arrays(sentences, src_vocab, num_steps)
     tokens = translate_arrays(net, X, X_valid_len, tgt_vocab, max_len or num_steps, beam_size, alpha,

@@ -25,7 +25,6 @@ from .. import checks, ops
 from ..errors import ArgumentError
 from ..models.native import NativeLayer
 from ..models.stack import RecurrentStack
-from . import modules
 
 #: What the ``rnn`` argument of the encoder and decoder accepts besides a framework layer.
 RNN_KINDS = ("scratch", "concise")
@@ -73,30 +72,7 @@ def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, res
     return layer
 
 
-class _BookName(type):
-    """The metaclass of :class:`Encoder`, :class:`Decoder` and :class:`EncoderDecoder`: one name for
-    d2lrnn's functional classes and the book's framework modules (see :mod:`d2lrnn.seq2seq.modules`).
-
-    A class that subclasses one of the three and writes ``forward(self, X, ...)`` (or Keras's ``call``)
-    the book's way is made a subclass of the framework's class of that name instead; ``EncoderDecoder``
-    called with two framework modules makes the framework's ``EncoderDecoder``.
-    """
-
-    def __new__(mcls, name, bases, namespace, **kwargs):
-        root = next((b for b in bases if getattr(b, "__dict__", {}).get("_book_root")), None)
-        if root is not None and modules.framework_style(namespace):
-            framework = modules.framework_class(root.__name__)
-            bases = tuple(framework if b is root else b for b in bases)
-            return type(framework)(name, bases, dict(namespace), **kwargs)
-        return super().__new__(mcls, name, bases, namespace, **kwargs)
-
-    def __call__(cls, *args, **kwargs):
-        if cls.__dict__.get("_book_root") and any(modules.is_module(a) for a in args[:2]):
-            return modules.framework_class(cls.__name__)(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
-
-
-class _Module(metaclass=_BookName):
+class _Module:
     """Parameters with names, and ``net(...)`` calling ``forward`` with them."""
 
     params, param_names = [], ()
@@ -110,21 +86,15 @@ class _Module(metaclass=_BookName):
 
 
 class Encoder(_Module):
-    """The book's encoder interface: ``forward(params, X, *args)`` returns what the decoder starts from.
-    (A subclass written the framework's way, ``forward(self, X, *args)``, is a framework module.)"""
-
-    _book_root = True
+    """The encoder interface: ``forward(params, X, *args)`` returns what the decoder starts from."""
 
     def forward(self, params, X, *args, training=False):
         raise NotImplementedError
 
 
 class Decoder(_Module):
-    """The book's decoder interface: ``init_state(enc_outputs, *args)`` turns the encoder's outputs into
-    the decoder's first state; ``forward(params, X, state)`` returns ``(outputs, new_state)``. (A subclass
-    written the framework's way, ``forward(self, X, state)``, is a framework module.)"""
-
-    _book_root = True
+    """The decoder interface: ``init_state(enc_outputs, *args)`` turns the encoder's outputs into the
+    decoder's first state; ``forward(params, X, state)`` returns ``(outputs, new_state)``."""
 
     def init_state(self, enc_outputs, *args):
         raise NotImplementedError
@@ -225,10 +195,7 @@ class EncoderDecoder(_Module):
 
     ``params`` is the encoder's list followed by the decoder's (names ``encoder.*``, ``decoder.*``);
     setting it sets theirs, so ``net.encoder(X)`` and ``net.decoder(Y, state)`` use the trained values.
-    Given two framework modules (the book's cells), it is the framework's ``EncoderDecoder`` instead.
     """
-
-    _book_root = True
 
     def __init__(self, encoder, decoder):
         for part, cls in ((encoder, Encoder), (decoder, Decoder)):

@@ -4,25 +4,25 @@ Adam (or SGD) with gradient clipping, and per epoch the validation loss and BLEU
 In training the decoder reads the true target shifted by one step (teacher forcing): its input
 is ``<bos>`` followed by the target without its last token, and it is asked for the target. The
 loss is the cross-entropy per valid target token (:func:`d2lrnn.seq2seq.loss.masked_token_loss`).
-The update is the language models' :class:`d2lrnn.train.Updater` with this objective, so the
-optimizers, clipping and compiled steps are the same code.
+The run is the training loop's (:mod:`d2lrnn.training.loop`) with this task, so the optimizers,
+clipping, compiled steps, divergence guard and time budget are the language models' code.
 """
 
 import math
-import time
 
 import numpy as np
 
 from .. import checks, ops
 from ..backends import backend_name
-from ..bleu import corpus_bleu
-from ..errors import ArgumentError, DataError
-from ..optim import get_optimizer
-from ..progress import Animator, progress_bar
-from ..train import Accumulator, LastGood, Timer, Updater, quiet_numerics
+from ..errors import DataError
+from ..training.guard import quiet_numerics
+from ..training.loop import Task, fit
+from ..training.metrics import Accumulator
+from ..training.optim import get_optimizer
+from ..training.step import Updater
+from .bleu import corpus_bleu
 from .decode import ALPHA, translate, translate_arrays
 from .loss import MaskedSoftmaxCELoss, masked_token_loss
-from .modules import as_seq2seq
 
 HISTORY_KEYS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The n-gram order of the validation BLEU (uniform weights: standard BLEU-4).
@@ -35,46 +35,51 @@ def teacher_forcing(Y, bos):
     return ops.concat([Y[:, :1] * 0 + bos, Y[:, :-1]], 1)
 
 
-def seq2seq_objective(net, bos, training=True):
+def seq2seq_objective(net, bos, training=True, summed=False):
     """``(params, X, X_valid_len, Y, Y_valid_len) -> (loss, ())``: what training differentiates
-    (``training`` turns dropout on). The loss is the mean per valid target token; for the reader's own
-    framework model (``net.book_objective``) it is the book's, the sum of the sentences'
-    :class:`MaskedSoftmaxCELoss` (see :func:`batch_total`)."""
-    book = getattr(net, "book_objective", False)
+    (``training`` turns dropout on). The loss is the mean per valid target token; ``summed``: the
+    book's, the sum of the sentences' :class:`MaskedSoftmaxCELoss` (see :func:`batch_total`)."""
 
     def objective(params, X, X_valid_len, Y, Y_valid_len):
         Y_hat, _ = net.forward(params, X, teacher_forcing(Y, bos), X_valid_len, training=training)
-        if book:
+        if summed:
             return ops.sum(MaskedSoftmaxCELoss()(Y_hat, Y, Y_valid_len)), ()
         return masked_token_loss(Y_hat, Y, Y_valid_len), ()
 
     return objective
 
 
-def batch_total(net, l, n):
-    """A batch's objective ``l`` (a float) as a sum over its ``n`` target tokens, for the mean per token
-    over an epoch (the book's sum of sentence losses is such a sum already)."""
-    return l if getattr(net, "book_objective", False) else l * n
+def batch_total(loss, tokens, summed=False):
+    """A batch's objective (a float) as a sum over its ``tokens`` target tokens, for the mean per token over
+    an epoch (the book's sum of sentence losses, ``summed``, is such a sum already)."""
+    return loss if summed else loss * tokens
 
 
-def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", schedule=None, device=None):
-    """The training step of ``net``: an :class:`Updater` called as ``updater(params, X, X_valid_len, Y,
-    Y_valid_len) -> (loss, new_params, ())``, with ``optimizer`` ('adam', 'sgd' or an object) at ``lr``
-    and clipping to global norm ``clip``."""
+def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", schedule=None, device=None,
+                         summed=False):
+    """The training step of ``net``: an :class:`~d2lrnn.training.step.Updater` called as ``updater(params,
+    X, X_valid_len, Y, Y_valid_len) -> (loss, new_params, ())``, with ``optimizer`` ('adam', 'sgd' or an
+    object) at ``lr`` and clipping to global norm ``clip``; ``summed``: the book's loss (see
+    :func:`seq2seq_objective`)."""
     optimizer = get_optimizer(optimizer, checks.positive_number("lr", lr, " (the learning rate, e.g. 0.005)"))
-    return Updater(net, optimizer, clip, schedule=schedule, device=device,
-                   objective=seq2seq_objective(net, tgt_vocab["<bos>"]))
+    return Updater(net.params, seq2seq_objective(net, tgt_vocab["<bos>"], summed=summed), optimizer, clip,
+                   schedule, device)
 
 
-def evaluate_loss(net, data_iter, tgt_vocab, step=None):
+def target_tokens(Y_valid_len):
+    """The number of valid target tokens in a minibatch, as a float."""
+    return float(ops.to_numpy(ops.sum(Y_valid_len)))
+
+
+def evaluate_loss(net, data_iter, tgt_vocab, step=None, summed=False):
     """The loss per valid target token of ``net`` on ``data_iter`` (teacher forcing, no dropout)."""
-    step = step or ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False))
+    step = step or ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed))
     metric = Accumulator(2)
     with quiet_numerics():
         for X, X_valid_len, Y, Y_valid_len in data_iter:
             l, _ = step(net.params, X, X_valid_len, Y, Y_valid_len)
-            n = float(ops.to_numpy(ops.sum(Y_valid_len)))
-            metric.add(batch_total(net, float(ops.to_numpy(l)), n), n)
+            n = target_tokens(Y_valid_len)
+            metric.add(batch_total(float(ops.to_numpy(l)), n, summed), n)
     if metric[1] == 0:
         raise DataError("the validation iterator produced no sentence pair: hold out more pairs")
     return metric[0] / metric[1]
@@ -100,125 +105,83 @@ def evaluate_bleu(net, data_iter, tgt_vocab, beam_size=1, alpha=ALPHA, k=BLEU_K,
     return corpus_bleu([" ".join(p) for p in preds], labels, k)
 
 
-def _check_history(history, num_epochs):
-    if history is None:
-        return {key: [] for key in HISTORY_KEYS}
-    if not isinstance(history, dict) or any(not isinstance(history.get(k), list) for k in HISTORY_KEYS):
-        raise ArgumentError("history must be the dict train_seq2seq returned (lists "
-                            f"{', '.join(HISTORY_KEYS)})")
-    if len(history["epoch"]) >= num_epochs:
-        raise ArgumentError(f"the history already holds {len(history['epoch'])} epochs and num_epochs is "
-                            f"{num_epochs}: pass a larger num_epochs to train further")
-    return {key: list(history[key]) for key in HISTORY_KEYS}
+class EncoderDecoderTask(Task):
+    """The encoder-decoder in the training loop: no state between minibatches, the loss per valid target
+    token, and on validation data the loss and, every ``bleu_every`` epochs and after the last, the
+    corpus BLEU-4 of greedy translations."""
+
+    history_keys = HISTORY_KEYS
+    empty_message = "the training iterator produced no sentence pair: give more pairs"
+    name, ylabel = "train_seq2seq", "loss per token / BLEU"
+
+    def __init__(self, tgt_vocab, val_iter=None, eval_step=None, bleu_every=1, summed=False):
+        self.tgt_vocab, self.val_iter, self.eval_step = tgt_vocab, val_iter, eval_step
+        self.bleu_every, self.summed = bleu_every, summed
+        self.legend = ["train loss"] + (["validation loss", "validation BLEU"] if val_iter is not None else [])
+        self.title = f"seq2seq, {backend_name()}"
+
+    def step_inputs(self, batch, carry):
+        return tuple(batch), target_tokens(batch[3])
+
+    def batch_total(self, loss, tokens):
+        return batch_total(loss, tokens, self.summed)
+
+    def validate(self, net, epoch, last):
+        if self.val_iter is None:
+            return {"val_loss": None, "val_bleu": None}
+        val_loss = evaluate_loss(net, self.val_iter, self.tgt_vocab, self.eval_step, self.summed)
+        val_bleu = evaluate_bleu(net, self.val_iter, self.tgt_vocab) if last() or epoch % self.bleu_every == 0 \
+            else None
+        return {"val_loss": val_loss, "val_bleu": val_bleu}
+
+    def postfix(self, row):
+        info = {"loss": f"{row['train_loss']:.3f}", "tok/s": f"{row['tokens_per_sec']:,.0f}"}
+        if row["val_loss"] is not None:
+            info["val_loss"] = f"{row['val_loss']:.3f}"
+        if row["val_bleu"] is not None:
+            info["val_bleu"] = f"{row['val_bleu']:.3f}"
+        return info
+
+    def points(self, row):
+        extra = [row["val_loss"], row["val_bleu"]] if self.val_iter is not None else []
+        return [row["train_loss"]] + extra
 
 
-def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, clip=1.0, optimizer="adam",
-                  val_iter=None, bleu_every=1, progress=True, plot=None, verbose=True, history=None,
-                  on_epoch=None, updater=None, time_budget=None):
-    """Train an encoder-decoder (the book's ``train_seq2seq``) and return its history.
+def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, clip=1.0,
+                          optimizer="adam", val_iter=None, bleu_every=1, progress=True, plot=None,
+                          history=None, on_epoch=None, updater=None, time_budget=None, summed=False):
+    """Train an encoder-decoder and return its history.
 
     Adam at ``lr`` (``optimizer`` 'sgd' or an optimizer object otherwise), gradients clipped to
-    global norm ``clip``, teacher forcing, the loss per valid target token. Every epoch records the
-    training loss and target tokens per second; with ``val_iter`` also the validation loss and,
-    every ``bleu_every`` epochs (and after the last), the corpus BLEU-4 of greedy translations of the
-    validation sentences. Returns a dict of lists: ``epoch``, ``train_loss``, ``val_loss``,
-    ``val_bleu`` (None where not computed), ``tokens_per_sec``, ``seconds``.
+    global norm ``clip``, teacher forcing, the loss per valid target token (``summed``: the book's sum of
+    the sentences' losses, reported per token). Every epoch records the training loss and target tokens
+    per second; with ``val_iter`` also the validation loss and, every ``bleu_every`` epochs (and after
+    the last), the corpus BLEU-4 of greedy translations of the validation sentences. Returns a dict of
+    lists: ``epoch``, ``train_loss``, ``val_loss``, ``val_bleu`` (None where not computed),
+    ``tokens_per_sec``, ``seconds``.
 
     ``history`` continues an earlier run (``net`` holding its parameters, ``updater`` its
     optimizer state); ``on_epoch(epoch, net, history)`` runs after every epoch (the command line
     saves its checkpoints there). ``time_budget`` (seconds) stops after the epoch that crosses it.
     A loss or parameter that becomes NaN or inf stops training with a :class:`d2lrnn.TrainingError`,
     ``net`` keeping the last finite parameters.
-
-    ``net`` may be the reader's own framework model (``d2l.EncoderDecoder`` of the book's framework
-    ``Encoder`` and ``Decoder`` subclasses): then, as the book's ``train_seq2seq`` does, it starts from
-    new Xavier-uniform weights (PyTorch, MXNet; not when continuing a ``history``), trains on the sum of
-    the sentences' losses, and holds the trained values afterwards.
     """
-    model = as_seq2seq(net)
-    if model is not net:
-        hooks = ops.imperative()
-        if history is None and hooks.book_seq2seq_init is not None:
-            hooks.book_seq2seq_init(net, device)
-        bos = tgt_vocab["<bos>"]
-        model.infer_shapes(data_iter, lambda X, X_valid_len, Y, _: (X, teacher_forcing(Y, bos), X_valid_len))
-        try:
-            return train_seq2seq(model, data_iter, lr, num_epochs, tgt_vocab, device, clip=clip,
-                                 optimizer=optimizer, val_iter=val_iter, bleu_every=bleu_every,
-                                 progress=progress, plot=plot, verbose=verbose, history=history,
-                                 on_epoch=on_epoch, updater=updater, time_budget=time_budget)
-        finally:
-            model.write_back()
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     bleu_every = checks.positive_int("bleu_every", bleu_every)
-    history = _check_history(history, num_epochs)
-    step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device)
-    eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False)) if val_iter else None
-    first = len(history["epoch"]) + 1
-    legend = ["train loss"] + (["validation loss", "validation BLEU"] if val_iter is not None else [])
-    animator = Animator(xlabel="epoch", ylabel="loss per token / BLEU", legend=legend,
-                        xlim=[1, max(num_epochs, 2)], enabled=plot, title=f"seq2seq, {backend_name()}")
-    for i, epoch in enumerate(history["epoch"]):
-        animator.add(epoch, [history["train_loss"][i]] + ([history["val_loss"][i], history["val_bleu"][i]]
-                                                          if val_iter is not None else []))
-    start = time.perf_counter() - (history["seconds"][-1] if history["seconds"] else 0.0)
-    last_good = LastGood(net.params)
-    try:
-        with progress_bar(total=(num_epochs - first + 1) * len(data_iter), unit="batch", disable=not progress,
-                          desc="train") as bar:
-            for epoch in range(first, num_epochs + 1):
-                loss, speed = train_epoch_seq2seq(net, data_iter, step, last_good, epoch, bar.update)
-                history["epoch"].append(epoch)
-                history["train_loss"].append(loss)
-                history["tokens_per_sec"].append(speed)
-                info, points = {"loss": f"{loss:.3f}", "tok/s": f"{speed:,.0f}"}, [loss]
-                if val_iter is not None:
-                    val_loss = evaluate_loss(net, val_iter, tgt_vocab, eval_step)
-                    out_of_time = time_budget is not None and time.perf_counter() - start >= time_budget
-                    last = epoch == num_epochs or out_of_time
-                    val_bleu = evaluate_bleu(net, val_iter, tgt_vocab) if last or epoch % bleu_every == 0 \
-                        else None
-                    history["val_loss"].append(val_loss)
-                    history["val_bleu"].append(val_bleu)
-                    info["val_loss"] = f"{val_loss:.3f}"
-                    if val_bleu is not None:
-                        info["val_bleu"] = f"{val_bleu:.3f}"
-                    points += [val_loss, val_bleu]
-                else:
-                    history["val_loss"].append(None)
-                    history["val_bleu"].append(None)
-                history["seconds"].append(time.perf_counter() - start)
-                bar.set_postfix(info, refresh=False)
-                animator.add(epoch, points)
-                if on_epoch is not None:
-                    on_epoch(epoch, net, history)
-                if time_budget is not None and history["seconds"][-1] >= time_budget:
-                    break
-    finally:
-        animator.close()
-    if verbose:
-        line = f"loss {history['train_loss'][-1]:.3f}"
-        if val_iter is not None:
-            line += f", validation loss {history['val_loss'][-1]:.3f}, BLEU-4 {history['val_bleu'][-1]:.3f}"
-        print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
-    return history
+    step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed)
+    eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
+        if val_iter else None
+    task = EncoderDecoderTask(tgt_vocab, val_iter, eval_step, bleu_every, summed)
+    return fit(net, data_iter, step, task, num_epochs, history=history, progress=progress, plot=plot,
+               on_epoch=on_epoch, time_budget=time_budget)
 
 
-def train_epoch_seq2seq(net, data_iter, step, last_good, epoch=1, on_batch=None):
-    """One pass over ``data_iter``: (loss per valid target token, target tokens per second)."""
-    metric, timer = Accumulator(2), Timer()
-    with quiet_numerics():
-        for i, (X, X_valid_len, Y, Y_valid_len) in enumerate(data_iter, 1):
-            params = net.params
-            l, new_params, _ = step(params, X, X_valid_len, Y, Y_valid_len)
-            l = last_good.check_step(net, params, l, new_params, epoch, i)
-            n = float(ops.to_numpy(ops.sum(Y_valid_len)))
-            metric.add(batch_total(net, l, n), n)
-            if on_batch is not None:
-                on_batch(1)
-    if metric[1] == 0:
-        raise DataError("the training iterator produced no sentence pair: give more pairs")
-    return metric[0] / metric[1], metric[1] / timer.stop()
+def report_line(history, device=None):
+    """The book's last line of a run: the last epoch's losses, BLEU and speed."""
+    line = f"loss {history['train_loss'][-1]:.3f}"
+    if history["val_loss"][-1] is not None:
+        line += f", validation loss {history['val_loss'][-1]:.3f}, BLEU-4 {history['val_bleu'][-1]:.3f}"
+    return f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}"
 
 
 def book_sentences():
@@ -230,7 +193,7 @@ def book_sentences():
 def book_bleu(net, src_vocab, tgt_vocab, num_steps, beam_size=1):
     """The book's check: the mean BLEU (k = 2, the book's weights) of the four sentences' translations,
     and the translations."""
-    from ..bleu import bleu
+    from .bleu import bleu
 
     engs, fras = book_sentences()
     preds = translate(net, engs, src_vocab, tgt_vocab, num_steps, beam_size)

@@ -57,7 +57,7 @@ def book_sgd_and_clip(P, G):
     """One clipped SGD step the way the book's cells write it on the framework: ``grad_clipping(net, 1)``
     and ``sgd(params, 0.1, 2)`` in place on attached gradients (torch, MXNet), ``sgd`` assigning
     ``tf.Variable``s (TensorFlow); the functional forms where there is neither (numpy, jax)."""
-    found = ops.imperative()
+    found = ops.in_place_hooks()
     if found is None:
         return d2l.sgd([P], d2l.grad_clipping([G], 1.0), 0.1, 2)[0]
     if found.grad is None:

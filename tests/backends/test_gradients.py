@@ -388,7 +388,7 @@ NOT_DIFFERENTIABLE = {
     "cpu": "returns a device",
     "num_gpus": "returns a Python int",
     "set_num_threads": "configures thread pools: returns nothing",
-    "imperative": "declares in-place hooks (attached gradients, assignment): computes nothing itself",
+    "in_place_hooks": "declares in-place hooks (attached gradients, assignment): computes nothing itself",
 }
 
 

@@ -174,7 +174,7 @@ CASES = {
     # different (equally valid) float32 summation order moves them by ~1e-6 absolute: atol 1e-5.
     "native_rnn": [(_native_lstm_forward, _lstm_inputs(), True, {"atol": 1e-5})],
     # the same clipped step from P, G: ||G|| = 3 sqrt(12) ~ 10 > 1, so the clipping acts
-    "imperative": [(book_sgd_and_clip, [f32(3, 4), np.full((3, 4), 3.0, np.float32)], False)],
+    "in_place_hooks": [(book_sgd_and_clip, [f32(3, 4), np.full((3, 4), 3.0, np.float32)], False)],
     # each framework draws its own mask: compared are what every mask must give
     "dropout": [(_dropout_statistics, [f32(40, 100) + 5], False)],
     "manual_seed": [(_seeded_normal, [], False)],

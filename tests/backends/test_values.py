@@ -896,7 +896,7 @@ VALUE_TESTS = {
     "custom_vjp": ["test_custom_vjp_forward_is_fwds_outputs"],
     "num_gpus": ["test_num_gpus_is_the_frameworks_count"],
     "to_device": ["test_to_device_keeps_the_values"],
-    "imperative": ["test_imperative_book_step_is_the_clipped_sgd_formula"],
+    "in_place_hooks": ["test_imperative_book_step_is_the_clipped_sgd_formula"],
 }
 
 #: shim functions with no value of their own to compare with a formula: (why, the tests that check

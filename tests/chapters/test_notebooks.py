@@ -24,11 +24,11 @@ from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 import d2lrnn
-from d2lrnn.bleu import bleu
 from d2lrnn.cli import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
 from d2lrnn.data import Vocab, baseline_sample, load_corpus, ngram_perplexities, train_val_split
 from d2lrnn.data.iterators import num_batches
 from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
+from d2lrnn.seq2seq.bleu import bleu
 from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -23,9 +23,9 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
+from d2lrnn.lm.train import lm_loss, lm_objective
 from d2lrnn.models import get_cell
 from d2lrnn.models.bptt import gru_scan_fused, gru_scan_reset_after_fused, lstm_scan_fused
-from d2lrnn.train import _objective, lm_loss
 from tests.gradcheck import FLOAT64, check_gradient
 from tests.parity import assert_close, run, to_numpy_tree
 
@@ -139,7 +139,7 @@ def _nets(name, reset_after, seed):
 
 
 def _loss_and_grads(net, truncation, X, Y, state, *factors):
-    vg = ops.value_and_grad(_objective(net, lm_loss, True, truncation), has_aux=True)
+    vg = ops.value_and_grad(lm_objective(net, lm_loss, True, truncation), has_aux=True)
     (l, new_state), grads = vg(net.params, ops.from_numpy(X), ops.from_numpy(Y),
                                tuple(map(ops.from_numpy, state)), *factors)
     return float(ops.to_numpy(l)), to_numpy_tree(grads), to_numpy_tree(new_state)

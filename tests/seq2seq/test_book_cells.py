@@ -471,7 +471,7 @@ def test_a_framework_style_subclass_is_a_module_or_says_how_to_write_it(backend)
         forward = call
 
     net = d2l.EncoderDecoder(Encoder(), Decoder())
-    hooks = ops.imperative()
+    hooks = ops.in_place_hooks()
     assert all(hooks.is_module(m) for m in (net, net.encoder, net.decoder))
     assert not isinstance(net, d2l.seq2seq.model.EncoderDecoder)
     Y, state = net(d2l.ones((2, 3)), d2l.ones((2, 3)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import d2lrnn as d2l
-from d2lrnn import checkpoint, ops
+from d2lrnn import ops
 from d2lrnn.seq2seq import make_seq2seq, make_seq2seq_updater, translate
 from d2lrnn.seq2seq.checkpoint import (
     load_seq2seq_checkpoint,
@@ -17,6 +17,7 @@ from d2lrnn.seq2seq.checkpoint import (
     seq2seq_checkpoint_writer,
 )
 from d2lrnn.seq2seq.model import Decoder, Encoder, EncoderDecoder
+from d2lrnn.training import checkpoint
 
 RNNS = ("scratch", "concise")
 NUM_STEPS = 8

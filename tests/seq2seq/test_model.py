@@ -9,7 +9,7 @@ from d2lrnn import ops
 from d2lrnn.errors import ArgumentError
 from d2lrnn.seq2seq import EncoderDecoder, Seq2SeqDecoder, Seq2SeqEncoder, make_seq2seq
 from d2lrnn.seq2seq.loss import masked_token_loss
-from tests.models.test_rnn_concise import _readers_layer
+from tests.lm.test_rnn_concise import _readers_layer
 from tests.parity import assert_parity
 
 V_SRC, V_TGT, E, H = 10, 12, 8, 16

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import d2lrnn as d2l
-from d2lrnn import ops
-from d2lrnn.bleu import corpus_bleu
+from d2lrnn import ops, train_seq2seq
 from d2lrnn.data.translation import load_data_nmt_split
 from d2lrnn.errors import ArgumentError
-from d2lrnn.seq2seq import make_seq2seq, teacher_forcing, train_seq2seq
+from d2lrnn.seq2seq import make_seq2seq, teacher_forcing
+from d2lrnn.seq2seq.bleu import corpus_bleu
 from d2lrnn.seq2seq.loss import masked_token_loss
 from d2lrnn.seq2seq.train import (
     book_bleu,
@@ -19,7 +19,7 @@ from d2lrnn.seq2seq.train import (
     references,
     seq2seq_objective,
 )
-from d2lrnn.train import grad_clipping
+from d2lrnn.training.step import clip_by_global_norm as grad_clipping
 
 
 def test_teacher_forcing_is_bos_then_the_target_shifted_right():

@@ -1,0 +1,63 @@
+"""The book's language-model classes as its cells call them on each framework.
+
+:class:`RNNModelScratch` and :class:`RNNModel` are d2lrnn's (:mod:`d2lrnn.lm.model`) with the call
+forms the book's framework cells use: TensorFlow's argument order and two-argument ``get_params`` /
+``init_state`` (TensorFlow places tensors itself), MXNet's ``ctx=``, TensorFlow's ``dtype=``, and the
+framework methods the cells call on a model (``model.to(device)``, ``model.initialize(...)``,
+``net.trainable_variables``), which d2lrnn's models answer without anything to do.
+"""
+
+import inspect
+
+from ..lm import model as lm_model
+from ..models.rnn import get_params, init_rnn_state, rnn
+
+
+class FrameworkMethods:
+    """What the book's cells call on a model the framework's way."""
+
+    def to(self, device):
+        """The model itself (PyTorch's ``model = model.to(device)`` in the book's cells): d2lrnn places its
+        parameters on the device given when the model is built."""
+        return self
+
+    def initialize(self, *args, **kwargs):
+        """Nothing to do (MXNet's ``model.initialize(force_reinit=True, ctx=device)`` in the book's cells):
+        d2lrnn draws the starting weights when the model is built."""
+
+    @property
+    def trainable_variables(self):
+        """The parameters, by the name TensorFlow's cells of the book use (``net.trainable_variables``)."""
+        return self.params
+
+
+def with_device(fn):
+    """``fn`` as ``(first, num_hiddens, device) -> ...``: a reader's two-argument function, written as the
+    book's TensorFlow cells write ``get_params`` and ``init_state``, is called without the device."""
+    try:
+        takes_device = len(inspect.signature(fn).parameters) != 2
+    except (TypeError, ValueError):  # no signature to read: d2lrnn's form
+        takes_device = True
+    return fn if takes_device else lambda first, num_hiddens, device: fn(first, num_hiddens)
+
+
+class RNNModelScratch(FrameworkMethods, lm_model.RNNModelScratch):
+    """The book's ``RNNModelScratch`` (see :class:`d2lrnn.lm.model.RNNModelScratch`), also in TensorFlow's
+    argument order ``(vocab_size, num_hiddens, init_state, forward_fn, get_params)`` and over the reader's
+    two-argument ``get_params`` / ``init_state``."""
+
+    def __init__(self, vocab_size, num_hiddens, device=None, get_params=get_params, init_state=init_rnn_state,
+                 forward_fn=rnn):
+        if callable(device):  # TensorFlow's book form: (V, num_hiddens, init_state, forward_fn, get_params)
+            device, init_state, forward_fn, get_params = None, device, get_params, init_state
+        super().__init__(vocab_size, num_hiddens, device, with_device(get_params), with_device(init_state),
+                         forward_fn)
+
+    def begin_state(self, batch_size, device=None, ctx=None, **kwargs):
+        """A fresh (zero) state for ``batch_size`` sequences (MXNet's cells name the device ``ctx=``,
+        TensorFlow's pass ``dtype=``)."""
+        return super().begin_state(batch_size, device if ctx is None else ctx)
+
+
+class RNNModel(FrameworkMethods, lm_model.RNNModel):
+    """The book's concise ``RNNModel(rnn_layer, vocab_size)`` (see :class:`d2lrnn.lm.model.RNNModel`)."""

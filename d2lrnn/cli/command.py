@@ -1,0 +1,415 @@
+"""The shape every training command of ``d2lrnn`` has, once: ``train`` and ``translate-train`` are two
+:class:`TrainingCommand` declarations on it (:mod:`d2lrnn.cli.lm`, :mod:`d2lrnn.cli.translate`).
+
+A run: the settings (a new run's defaults, or a resumed run's own, checked as the command line checks
+them), the data, the backend, then a folder of the run's own (:mod:`d2lrnn.training.runs`) in which
+every epoch leaves one set of files: ``model.npz`` when the epoch is the best so far, ``metrics.csv``,
+the plot, and ``last.npz`` to resume from. A run that diverges, is interrupted or cannot write ends in
+one line that says what is on disk; a finished run reports on its best epoch and lists its files.
+"""
+
+import argparse
+import csv
+import os
+import pathlib
+
+from ..backends import available_backends, backend_name, generator_state, set_generator_state, use_backend
+from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
+from ..training import checkpoint
+from ..training.guard import quiet_numerics
+from ..training.metrics import clock
+from ..training.runs import open_run_folder
+from .args import HelpFormatter, backend_choice, folder
+
+
+class TrainingCommand:
+    """What one training command declares; :meth:`run` is the same for all.
+
+    Class attributes: ``name`` (the command), ``kind`` (its checkpoints' kind, see
+    :func:`d2lrnn.training.checkpoint.checkpoint_kind`), ``what`` (its runs, for messages),
+    ``example`` (a run folder), ``defaults`` (setting -> default), ``types`` (setting -> the argument
+    type that checks it), ``choices`` (setting -> the allowed values), ``shown`` (how the help shows a
+    default of None), ``renewable`` (the settings a resumed run may be given again, as new totals),
+    ``added`` (settings added after runs were first saved: a run saved without them used their defaults),
+    ``csv_fields`` (the columns of ``metrics.csv``), ``plot`` (the plot's file name) and ``help`` and
+    ``description`` for the parser. The hooks below are what differs between commands.
+    """
+
+    name = kind = what = example = out_pattern = plot = help = description = ""
+    defaults, types, choices, shown = {}, {}, {}, {}
+    renewable, added, csv_fields = ("epochs",), (), ()
+
+    # -- the command line ----------------------------------------------------------------------
+
+    def add_parser(self, commands):
+        """The command's parser: its settings (default None, so that ``--resume`` can tell what was
+        given), the backend, the output folder or the run to resume, and the progress switch."""
+        parser = commands.add_parser(self.name, help=self.help, description=self.description,
+                                     formatter_class=HelpFormatter)
+        parser.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
+                            help=f"{', '.join(available_backends())} (default: $D2LRNN_BACKEND, else numpy; "
+                                 "with --resume, the run's)")
+
+        def setting(flag, help, **kwargs):
+            key = flag[2:].replace("-", "_")
+            parser.add_argument(flag, default=None, type=self.types.get(key, str),
+                                help=f"{help} (default: {self.default_text(key)})", **kwargs)
+
+        self.add_settings(parser, setting)
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--out", type=folder, default=None, metavar="DIR",
+                           help=f"output folder (default: a new {self.out_pattern}); one that "
+                                "holds another run is refused unless --overwrite")
+        renewable = ", ".join(f"--{key}" for key in self.renewable)
+        where.add_argument("--resume", type=folder, default=None, metavar="DIR",
+                           help="continue the interrupted run in DIR from its last finished epoch, with its "
+                                f"settings (only {renewable}, --backend and --no-progress may be given)")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="let a new run replace the run in --out (its files are replaced when the first "
+                                 "epoch ends)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.set_defaults(run=self.run)
+        return parser
+
+    def default_text(self, key):
+        """How the help shows a setting's default."""
+        return self.shown.get(key, self.defaults[key])
+
+    def add_settings(self, parser, setting):
+        """Add the command's own options, each through ``setting(flag, help, **kwargs)``."""
+
+    # -- what a command declares ----------------------------------------------------------------
+
+    def check(self, args):
+        """Refuse settings that cannot go together, before anything is read (after they are filled)."""
+
+    def read(self, args):
+        """What can be read before the backend is chosen (NumPy only, so bad input fails before a
+        framework is imported)."""
+
+    def data(self, args, early):
+        """The run's data on the active backend (``early``: what :meth:`read` returned), as a namespace
+        with at least ``train_iter`` (the hooks below add to it what they work out)."""
+
+    def stem(self, args, backend):
+        """The run folder's name before its number."""
+
+    def summary(self, args, backend, data):
+        """The line that says what the run trains, on what, how."""
+
+    def note(self, args, resumed):
+        """A line printed after the summary (or None)."""
+
+    def before_training(self, args, data):
+        """What a run prints and works out once its folder is taken (baselines), kept in ``data``."""
+
+    def info(self, path):
+        """The checked ``info`` of a checkpoint of this command's kind (its hparams, history, resume)."""
+
+    def build(self, args, data):
+        """A fresh model."""
+
+    def updater(self, args, net, data):
+        """The compiled training step with its optimizer and schedule."""
+
+    def steps_per_epoch(self, data):
+        return len(data.train_iter)
+
+    def digest(self, data):
+        """A fingerprint of the data: a resumed run must read the same."""
+
+    def load_run(self, path, args, data, digest):
+        """``(net, history, resume state)`` from a run's ``last.npz``, its data checked against
+        ``digest``."""
+
+    def writer(self, net, data, hparams, history, resume=None, opt_state=None):
+        """The checkpoint writer of ``net`` (with the resume state for ``last.npz``)."""
+
+    def hparams(self, args, backend, digest, data):
+        """The settings a checkpoint records."""
+
+    def best(self, history, i):
+        """The key by which the run's best epoch is chosen, for the epoch in row ``i`` of ``history``
+        (higher is better; the first of equals is kept)."""
+
+    def best_text(self, history, i):
+        """What makes row ``i`` the best, for messages (``validation perplexity 5.21``)."""
+
+    def fit(self, args, net, data, history, on_epoch, updater):
+        """Train; return the history."""
+
+    def stopped_early(self, args, history):
+        """The line that says why a run ended before its last epoch."""
+
+    def plot_writer(self, history, data, title, best_epoch):
+        """The writer of the run's plot."""
+
+    def title(self, args, backend):
+        """The plot's title."""
+
+    def report(self, args, out, data, epochs_done):
+        """Print the best epoch's figures (read from ``model.npz``)."""
+
+    # -- the run, the same for every command -----------------------------------------------------
+
+    def run(self, args):
+        """The command: settings, data, then the training on the chosen backend."""
+        start = clock()
+        saved_backend = self.resume_settings(args) if args.resume else self.fill_settings(args)
+        self.check(args)
+        early = self.read(args)
+        with use_backend(args.backend or saved_backend or backend_name()) as module:
+            return self.train_here(args, module.__name__.rsplit(".", 1)[-1], start, early)
+
+    def fill_settings(self, args):
+        """A new run: every setting not given takes its default."""
+        for key, value in self.defaults.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
+
+    def saved_setting(self, last, key, value):
+        """A setting a run saved, checked as the command line checks it."""
+        if value is None and self.defaults[key] is None:
+            return None
+        try:
+            if key in self.choices:
+                if value not in self.choices[key]:
+                    raise argparse.ArgumentTypeError(f"is {value!r}, not one of {', '.join(self.choices[key])}")
+                return value
+            check = self.types.get(key)
+            return check(str(value)) if check else value
+        except argparse.ArgumentTypeError as err:
+            raise CheckpointError(f"{last} is corrupt: its setting {key} {err}: start a new run") from None
+
+    def given(self, key, value):
+        """A setting as given on the command line, comparable with the run's own."""
+        return value
+
+    def resume_settings(self, args):
+        """``--resume DIR``: the run's own settings (the ``renewable`` ones may raise the totals); returns
+        the backend the run was on."""
+        path, last = self.resume_folder(args)
+        info = self.info(last)
+        saved, resume = info["hparams"], info["resume"]
+        if not isinstance(resume, dict) or not isinstance(resume.get("epoch"), int):
+            raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
+        for key in self.defaults:
+            default = self.defaults[key] if key in self.added else None
+            value = self.saved_setting(last, key, saved.get(key, default))
+            given = getattr(args, key)
+            if key not in self.renewable and given is not None and self.given(key, given) != value:
+                raise D2LRNNError(f"--resume continues the run with its own settings: drop "
+                                  f"--{key.replace('_', '-')} (the run used {value})")
+            if given is None:
+                setattr(args, key, value)
+        if resume["epoch"] >= args.epochs:
+            raise D2LRNNError(f"the run in {path} has already finished {resume['epoch']} of {args.epochs} "
+                              f"epochs: pass --epochs N with N > {resume['epoch']} to train it further")
+        self.check_resumed(args, path, info)
+        return saved.get("backend")
+
+    def check_resumed(self, args, path, info):
+        """Refuse to resume a run that has nothing left to do by the command's own measure."""
+
+    def resume_folder(self, args):
+        """The folder ``--resume`` names and its ``last.npz``, checked to hold a run of this command."""
+        path = pathlib.Path(args.resume)
+        if args.overwrite:
+            raise D2LRNNError("--resume continues a run and --overwrite replaces one: give only one of them")
+        if not path.is_dir():
+            raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
+                                 f"e.g. {self.example}")
+        last = path / "last.npz"
+        if not last.is_file():
+            raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder that "
+                                 f"'d2lrnn {self.name}' wrote")
+        found = checkpoint.checkpoint_kind(last)
+        if found != self.kind:
+            other = COMMANDS[found]
+            raise RunFolderError(f"{path} holds {other.what} run: continue it with d2lrnn {other.name} "
+                                 f"--resume {path}")
+        return path, last
+
+    def train_here(self, args, backend, start, early):
+        """The run on the already active backend."""
+        data = self.data(args, early)
+        digest = self.digest(data)
+        resumed = args.resume is not None
+        with open_run_folder(args.resume or args.out, "runs", self.stem(args, backend), args.overwrite,
+                             resumed) as out:
+            print(self.summary(args, backend, data))
+            note = self.note(args, resumed)
+            if note:
+                print(note)
+            print(f"output folder {out.path}", flush=True)
+            self.before_training(args, data)
+            if resumed:
+                net, history, resume = self.load_run(out / "last.npz", args, data, digest)
+                restore_generators(out / "last.npz", resume, data.train_iter, history)
+                print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
+            else:
+                net, history = self.build(args, data), None
+            updater = self.updater(args, net, data)
+            if resumed:
+                restore_optimizer(out / "last.npz", updater, args.optimizer,
+                                  history["epoch"][-1] * self.steps_per_epoch(data))
+            saver = RunSaver(self, out, data, self.hparams(args, backend, digest, data),
+                             self.title(args, backend), history, updater)
+            try:
+                history = self.fit(args, net, data, history, saver, updater)
+            except TrainingError as err:
+                raise TrainingError(f"{err.cause}; {saver.where()}", err.epoch, err.step) from None
+            except KeyboardInterrupt:
+                raise interrupted(saver, out, f"d2lrnn {self.name}") from None
+            if history["epoch"][-1] < args.epochs:
+                print(self.stopped_early(args, history))
+            self.report(args, out, data, history["epoch"][-1])
+            print(f"\nwall time {duration(clock() - start)}")
+            for what, name in (("checkpoint", "model.npz"), ("metrics", "metrics.csv"), ("plot", self.plot),
+                               ("resume", "last.npz")):
+                print(f"{what:<11} {out / name}")
+        return 0
+
+
+#: The commands by the kind of run they write, filled as they are declared.
+COMMANDS = {}
+
+
+def register(command):
+    """Make ``command`` (a :class:`TrainingCommand`) known by the kind of its runs."""
+    COMMANDS[command.kind] = command
+    return command
+
+
+class RunSaver:
+    """``on_epoch`` of a run: after every epoch, one set of files (:meth:`RunFolder.write`): ``model.npz``
+    when the epoch is the best so far by the command's rule, and always ``metrics.csv``, the plot and
+    ``last.npz`` (the parameters, history, optimizer state and random generators' states to resume
+    from)."""
+
+    def __init__(self, command, folder, data, hparams, title, history=None, updater=None):
+        self.command, self.folder, self.data, self.hparams = command, folder, data, hparams
+        self.title, self.updater = title, updater
+        self.best = best_row(command, history) if history else None  # the history row model.npz holds
+        self.best_text = command.best_text(history, self.best) if history else None
+        self.best_epoch = history["epoch"][self.best] if history else None
+        self.saved = history["epoch"][-1] if history else None  # the last epoch on disk
+
+    def __call__(self, epoch, net, history):
+        command, files = self.command, {}
+        i = len(history["epoch"]) - 1
+        if self.best is None or command.best(history, i) > command.best(history, self.best):
+            self.best, self.best_epoch, self.best_text = i, epoch, command.best_text(history, i)
+            files["model.npz"] = (command.writer(net, self.data, self.hparams, history), "wb")
+        files["metrics.csv"] = (metrics_csv_writer(history, command.csv_fields), "w")
+        files[command.plot] = (command.plot_writer(history, self.data, self.title, self.best_epoch), "wb")
+        resume = {"epoch": epoch, "generator": generator_state(),
+                  "loader_generator": self.data.train_iter.rng_state()}
+        opt_state = self.updater.state_dict() if self.updater is not None else None
+        if opt_state is not None and not opt_state["arrays"]:
+            opt_state = None
+        files["last.npz"] = (command.writer(net, self.data, self.hparams, history, resume, opt_state), "wb")
+        self.folder.write(files)
+        self.saved = epoch
+
+    def where(self):
+        """What is on disk, for a message after a failure."""
+        if self.best is None:
+            return "no epoch finished, so nothing was saved"
+        return (f"the best model of this run (epoch {self.best_epoch}, {self.best_text}) is in "
+                f"{self.folder / 'model.npz'}")
+
+
+def best_row(command, history):
+    """The history row of the epoch ``model.npz`` holds: the first with the highest ``command.best``."""
+    best = None
+    for i in range(len(history["epoch"])):
+        if best is None or command.best(history, i) > command.best(history, best):
+            best = i
+    return best
+
+
+def metrics_csv_writer(history, fields):
+    """A writer of the per-epoch history as CSV, one column per field of ``fields``."""
+    rows = list(zip(*(history[k] for k in fields)))
+
+    def write(f):
+        writer = csv.writer(f)
+        writer.writerow(fields)
+        writer.writerows(rows)
+
+    return write
+
+
+def png_writer(draw, figsize):
+    """A writer of a PNG: ``draw(fig)`` on a matplotlib figure rendered off-screen (no display needed)."""
+
+    def write(f):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize, dpi=100)
+        FigureCanvasAgg(fig)
+        draw(fig)
+        fig.tight_layout()
+        with quiet_numerics():  # a diverged epoch's inf is simply not drawn
+            fig.savefig(f, format="png")
+
+    return write
+
+
+def restore_generators(last, resume, train_iter, history):
+    """Put the random generators back where the run left them."""
+    try:
+        set_generator_state(resume["generator"])
+        train_iter.set_rng_state(resume["loader_generator"])
+        if history["epoch"][-1] != resume["epoch"]:
+            raise ValueError("history and epoch disagree")
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{last} holds a damaged resume state ({err}): start a new run") from None
+
+
+def restore_optimizer(last, updater, optimizer, steps_done):
+    """Continue the optimizer where the run left it (SGD's only state: the schedule's step)."""
+    saved = checkpoint.load_optimizer_state(last)
+    if saved is not None:
+        updater.load_state_dict(saved)
+    elif optimizer != "sgd":
+        raise CheckpointError(f"{last} holds no {optimizer} state to continue: start a new run")
+    else:
+        updater.t = steps_done
+
+
+def refuse_too_large(num_params, given, fix):
+    """Refuse a model of ``num_params`` numbers if they, their gradients and updates would not fit in this
+    machine's memory; ``given`` names the settings that make it so, ``fix`` the ones to lower."""
+    need = 4 * num_params * 4  # float32: params, grads, updates, slack
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return
+    if need > have:
+        raise D2LRNNError(f"{given} needs about {need / 2**30:.0f} GB for the model's "
+                          f"parameters and their gradients, more than this machine's {have / 2**30:.0f} GB: "
+                          f"use a smaller {fix}")
+
+
+def interrupted(saver, out, command):
+    """The KeyboardInterrupt to leave with after Ctrl-C: what is saved, and how to continue."""
+    if saver.saved is None:
+        return KeyboardInterrupt("interrupted before the first epoch finished; nothing was saved")
+    return KeyboardInterrupt(f"interrupted; epochs 1-{saver.saved} are saved in {out.path}: continue "
+                             f"with: {command} --resume {out.path}")
+
+
+def duration(seconds):
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+def checkpoint_path(text):
+    """The checkpoint file ``--checkpoint`` names: the file itself, or a run folder's best model."""
+    path = pathlib.Path(text)
+    if path.is_dir() and (path / "model.npz").is_file():
+        path = path / "model.npz"
+    return path

@@ -1,0 +1,50 @@
+"""Generating text with a trained language model: warm the state up on a prefix, then choose one token
+after another (the book's ``predict_ch8``), greedily or by sampling at a temperature."""
+
+import numpy as np
+
+from .. import checks, ops
+from ..errors import ArgumentError
+
+
+def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):
+    """Continue ``prefix`` by ``num_preds`` tokens: warm up on the prefix, then decode.
+
+    ``temperature`` 0 is greedy (the book's argmax); above 0, the next token is sampled from
+    softmax(logits / temperature) with a NumPy generator seeded by ``seed``. Characters not in
+    the vocabulary map to ``<unk>`` when read; ``<unk>`` itself is never generated (it stands for
+    no character). Returns the prefix followed by the generated text.
+    """
+    if not isinstance(prefix, str) or not prefix:
+        raise ArgumentError(f"predict_ch8 needs a non-empty prefix string to warm up the state, "
+                            f"got {prefix!r}")
+    num_preds = checks.integer("num_preds", num_preds, 0)
+    temperature = checks.number("temperature", temperature, 0, hint=" (0: greedy; e.g. 0.8 to sample)")
+    if seed is not None:
+        seed = checks.seed(seed)
+    if len(vocab) != net.vocab_size:
+        raise ArgumentError(f"the vocabulary has {len(vocab)} tokens but the model {net.vocab_size}: "
+                            "pass the vocabulary the model was trained with")
+    ids = [vocab[t] for t in prefix]  # character tokens
+    state = net.begin_state(batch_size=1, device=device)  # keywords: the book's modules take (device, batch)
+    if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
+        _, state = net(ops.tensor([ids[:-1]], device=device), state)
+    rng = np.random.default_rng(seed)
+    unk = getattr(vocab, "unk", 0)
+    last, generated = ids[-1], []
+    for _ in range(num_preds):
+        Y, state = net(ops.tensor([[last]], device=device), state)
+        last = next_token(ops.to_numpy(Y).reshape(-1), temperature, rng, unk)
+        generated.append(last)
+    return prefix + "".join(vocab.to_tokens(generated))
+
+
+def next_token(logits, temperature, rng, unk=0):
+    """The token that follows one row of ``logits``: the argmax at temperature 0, else a draw from
+    softmax(logits / temperature) with ``rng``. Never ``unk`` (it stands for no character)."""
+    logits = np.array(logits, dtype=np.float64)
+    logits[unk] = -np.inf
+    if temperature > 0:
+        p = np.exp((logits - logits.max()) / temperature)  # exp(-inf) = 0 for <unk>
+        return int(rng.choice(len(p), p=p / p.sum()))
+    return int(logits.argmax())

@@ -1,0 +1,224 @@
+"""Language models: a recurrent layer (any cell, layers, directions) plus an output layer.
+
+Every model has ``params`` (a flat list of tensors) and ``param_names`` (the same length),
+``forward(params, X, state, training=False)``, ``net(X, state)``, ``begin_state(batch_size,
+device)``, ``vocab_size``, ``num_hiddens``, ``kind`` and ``config()`` (what a checkpoint needs to
+rebuild it). ``X`` holds token indices (batch, num_steps); the output is
+(num_steps * batch, vocab_size), step-major, as in the book.
+
+- :class:`RNNModelScratch` is the book's class: any ``get_params`` / ``init_state`` /
+  ``forward_fn``, the book's or the reader's.
+- :class:`StackedRNNModelScratch` runs a cell from scratch over layers and directions.
+- :class:`RNNModel` is the book's concise class, on the framework's own layer.
+
+The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b_*``, then ``W_hq``,
+``b_q``), so the same SGD step, checkpoints and parity tests serve every model and backend.
+"""
+
+from .. import checks, ops
+from ..errors import ArgumentError
+from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
+from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
+from ..models.stack import check_dropout
+
+
+def _named(net):
+    return dict(zip(net.param_names, net.params, strict=True))
+
+
+class _LanguageModel:
+    """What every model shares: calling, named parameters, the book-layout accessors."""
+
+    def __call__(self, X, state, params=None):
+        return self.forward(self.params if params is None else params, X, state)
+
+    def named_params(self):
+        """``{name: tensor}`` in order: ``W_xh``, ..., ``l1.W_xh``, ..., ``W_hq``, ``b_q``."""
+        return _named(self)
+
+    def scratch_params(self):
+        """The parameters in the book's layout (what checkpoints store), as a new list."""
+        return list(self.params)
+
+    def load_scratch_params(self, params):
+        """Set the parameters from the book's layout (used by checkpoints)."""
+        params = list(params)
+        if len(params) != len(self.params):
+            raise ArgumentError(f"expected {len(self.params)} parameters ({', '.join(self.param_names)}), "
+                                f"got {len(params)}")
+        self.params = params
+
+
+class _LayerModel(_LanguageModel):
+    """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top."""
+
+    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+        self.layer, self.vocab_size, self.device = layer, vocab_size, device
+        self.num_hiddens = layer.num_hiddens
+        self.input_dropout = check_dropout(input_dropout, "input_dropout")
+        self.output_dropout = check_dropout(output_dropout, "output_dropout")
+        self.params = (layer.init_params(device, init, token_inputs=True)
+                       + output_params(layer.num_outputs, vocab_size, device, init))
+        self.param_names = layer.names + ("W_hq", "b_q")
+
+    def forward(self, params, X, state, training=False):
+        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates).
+
+        In training, ``input_dropout`` drops whole input tokens (their one-hot vectors, the kept ones
+        scaled by 1 / (1 - p)) and ``output_dropout`` drops units of the last layer's output before
+        the output layer; the layer's own ``dropout`` acts between its layers.
+        """
+        X = ops.transpose(X)
+        if training and self.input_dropout:
+            X = ops.dropout(ops.one_hot(X, self.vocab_size), self.input_dropout)
+        Hs, state = self.layer.forward(params[:-2], X, state, training)
+        if training and self.output_dropout:
+            Hs = ops.dropout(Hs, self.output_dropout)
+        return output_layer(Hs, *params[-2:]), state
+
+    def begin_state(self, batch_size, device=None):
+        """A fresh (zero) state for ``batch_size`` sequences."""
+        return self.layer.begin_state(batch_size, device)
+
+    def config(self):
+        """The settings that rebuild this model (see :func:`d2lrnn.models.make_model`)."""
+        layer = self.layer
+        return {"kind": self.kind, "cell": layer.cell.name, "vocab_size": self.vocab_size,
+                "num_hiddens": self.num_hiddens, "num_layers": layer.num_layers,
+                "bidirectional": layer.bidirectional, "dropout": layer.dropout,
+                "reset_after": layer.cell.reset_after, "input_dropout": self.input_dropout,
+                "output_dropout": self.output_dropout}
+
+
+class StackedRNNModelScratch(_LayerModel):
+    """A language model on ``num_layers`` layers of ``cell`` ('rnn', 'gru', 'lstm') from scratch.
+
+    ``bidirectional`` runs each layer in both directions; ``dropout`` acts between layers during
+    training, ``input_dropout`` on the input tokens and ``output_dropout`` before the output layer;
+    ``reset_after`` picks the GRU's cuDNN form (the book's form by default); ``init`` the starting
+    weights, 'normal' (the book's) or 'uniform' (see :func:`d2lrnn.models.cell.init_param`).
+    """
+
+    kind = "scratch"
+
+    def __init__(self, vocab_size, num_hiddens, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0,
+                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        layer = RecurrentStack(cell, vocab_size, num_hiddens, num_layers, bidirectional, dropout, reset_after)
+        super().__init__(layer, vocab_size, device, input_dropout, output_dropout, init)
+
+
+class RNNModel(_LayerModel):
+    """The book's concise model: ``RNNModel(rnn_layer, vocab_size)`` on the framework's own layer.
+
+    ``rnn_layer`` is what :func:`d2lrnn.rnn_layer` returns, or a layer the reader built with the
+    framework (``torch.nn.GRU(len(vocab), 256, num_layers=2)``, ``keras.layers.LSTM(256)``,
+    ``gluon.rnn.RNN(256)``, ...). The model draws its own starting weights from d2lrnn's generator
+    (the same numbers on every backend) and keeps them in the book's layout; the layer computes
+    with them, mapped to its own layout inside the differentiated function: by default the book's
+    N(0, 0.01^2), or with ``init='uniform'`` the frameworks' (see :func:`d2lrnn.models.cell.init_param`).
+    """
+
+    kind = "concise"
+
+    def __init__(self, rnn_layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0,
+                 init="normal"):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
+            rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
+        elif rnn_layer.num_inputs != vocab_size:
+            raise ArgumentError(f"the layer takes {rnn_layer.num_inputs} inputs but the vocabulary has "
+                                f"{vocab_size} tokens: build it with d2l.rnn_layer(len(vocab), ...)")
+        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout, init)
+        self.rnn = rnn_layer
+
+    def layer_params(self):
+        """The recurrent layer's weights in its own layout, ``[W_x, W_h, b_x, b_h]`` per layer-direction."""
+        return self.rnn.layer_params(self.params[:-2])
+
+
+class RNNModelScratch(_LanguageModel):
+    """An RNN language model from scratch (the book's ``RNNModelScratch``).
+
+    ``net(X, state)`` takes token indices X of shape (batch, num_steps) and returns
+    ``(Y, state)`` with Y of shape (num_steps * batch, vocab_size). ``forward_fn(inputs, state,
+    params)`` gets one-hot inputs (num_steps, batch, vocab_size) as in the book, or token indices
+    when it says it accepts them (``forward_fn.accepts_indices``, as d2lrnn's fast ``rnn``,
+    ``gru`` and ``lstm`` do). The parameters are a plain list, ``net.params``; training replaces
+    the list with new tensors.
+    """
+
+    def __init__(self, vocab_size, num_hiddens, device=None, get_params=get_params,
+                 init_state=init_rnn_state, forward_fn=rnn):
+        vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+        num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
+        self.vocab_size, self.num_hiddens, self.device = vocab_size, num_hiddens, device
+        self.params = list(get_params(vocab_size, num_hiddens, device))
+        self.init_state, self.forward_fn = init_state, forward_fn
+        self.cell = self._cell(get_params, len(self.params))
+        if self.cell is not None:
+            self.param_names = self.cell.names + ("W_hq", "b_q")
+        else:  # the reader's own functions: positional names
+            self.param_names = tuple(f"param{i}" for i in range(len(self.params)))
+        self.kind = "scratch" if self.cell is not None else "custom"
+
+    @staticmethod
+    def _cell(get_params, count):
+        """The d2lrnn cell behind ``get_params`` (if it is one of d2lrnn's), in the form its count implies."""
+        name = getattr(get_params, "cell", None)
+        if name is None:
+            return None
+        for reset_after in (False, True):
+            if name == "gru" or not reset_after:
+                cell = get_cell(name, reset_after)
+                if len(cell.names) + 2 == count:
+                    return cell
+        return None
+
+    def forward(self, params, X, state, training=False):
+        """Run the model with the given ``params`` (what ``value_and_grad`` differentiates)."""
+        if getattr(self.forward_fn, "accepts_indices", False):
+            inputs = ops.transpose(X)
+        else:
+            inputs = ops.one_hot(ops.transpose(X), self.vocab_size)
+        return self.forward_fn(inputs, state, params)
+
+    def begin_state(self, batch_size, device=None):
+        """A fresh (zero) state for ``batch_size`` sequences: ``init_state(batch_size, num_hiddens, device)``."""
+        return self.init_state(batch_size, self.num_hiddens, device)
+
+    def config(self):
+        """The settings that rebuild this model, if it is built from d2lrnn's own functions."""
+        if self.cell is None:
+            return {"kind": "custom", "vocab_size": self.vocab_size, "num_hiddens": self.num_hiddens}
+        return {"kind": "scratch", "cell": self.cell.name, "vocab_size": self.vocab_size,
+                "num_hiddens": self.num_hiddens, "num_layers": 1, "bidirectional": False, "dropout": 0.0,
+                "reset_after": self.cell.reset_after, "input_dropout": 0.0, "output_dropout": 0.0}
+
+
+#: Model kinds of format-1 checkpoints, before cells and layers.
+_OLD_KINDS = {"rnn_scratch": "scratch", "rnn_concise": "concise"}
+
+
+def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layers=1, bidirectional=False,
+               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+    """A fresh language model.
+
+    ``kind`` is 'scratch' (the cell's own equations) or 'concise' (the framework's layer, where
+    the backend has one); ``cell`` is 'rnn', 'gru' or 'lstm'. ``reset_after`` picks the GRU's form:
+    by default the book's for 'scratch' and the frameworks' (cuDNN) form for 'concise'. In
+    training, ``dropout`` acts between recurrent layers, ``input_dropout`` on the input tokens and
+    ``output_dropout`` before the output layer. ``init`` draws the starting weights: 'normal', the book's
+    N(0, 0.01^2) with zero biases, or 'uniform', the frameworks' U(-1/sqrt(h), 1/sqrt(h)) with the rows
+    that tokens pick at an embedding's scale (:func:`d2lrnn.models.cell.init_param`).
+    """
+    kind = _OLD_KINDS.get(kind, kind)
+    vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
+    num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
+    if kind == "scratch":
+        return StackedRNNModelScratch(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout,
+                                      bool(reset_after), device, input_dropout, output_dropout, init)
+    if kind == "concise":
+        layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
+        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init)
+    raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")

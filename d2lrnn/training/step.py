@@ -1,0 +1,92 @@
+"""One training step, compiled: the gradient of a task's objective, clipping, the optimizer's update.
+
+Updates are functional: a step takes the parameter list and returns a new one, so the same code runs
+under HIPS autograd (which forbids in-place writes), torch, TensorFlow and JAX (where the whole step is
+compiled) and MXNet.
+"""
+
+import numpy as np
+
+from .. import checks, ops
+from ..errors import ArgumentError
+from .optim import get_optimizer
+
+
+def clip_by_global_norm(grads, theta):
+    """g <- min(1, theta / ||g||) g over all gradients at once, as new tensors.
+
+    The scale is computed as ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a
+    Python branch, so it also runs inside a compiled (graph-mode) step.
+    """
+    norm = ops.sqrt(sum(ops.sum(g * g) for g in grads))
+    scale = theta / ops.maximum(norm, theta)
+    return [g * scale for g in grads]
+
+
+def check_clip(clip):
+    """``clip`` as a positive number, or None (no clipping); one line otherwise."""
+    if clip is None:
+        return None
+    return checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
+
+
+class Updater:
+    """A compiled training step with an optimizer: ``updater(params, *batch) -> (loss, new_params, aux)``.
+
+    ``objective(params, *batch) -> (loss, aux)`` is what is differentiated (the task's: the language
+    model's loss through its state, the encoder-decoder's masked loss). The gradient, clipping to global
+    norm ``clip`` (None: none) and the optimizer's update run as one compiled function. The updater keeps
+    the optimizer's state and the step count ``t``; the learning rate of step t is ``schedule(t)`` (a
+    :class:`d2lrnn.training.optim.Schedule` or any function of t), else the optimizer's ``lr``.
+    ``device`` is where the parameters live (the per-step numbers are put there).
+    """
+
+    def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None):
+        self.device = device
+        self.optimizer = get_optimizer(optimizer)
+        clip = check_clip(clip)
+        if schedule is not None and not callable(schedule):
+            raise ArgumentError(f"schedule must be a function of the step (d2l.Schedule), got "
+                                f"{type(schedule).__name__}")
+        self.schedule, self.t = schedule, 0
+        self.state = self.optimizer.init(params)
+        value_and_grad = ops.value_and_grad(objective, has_aux=True)
+        optimizer = self.optimizer
+
+        def step(params, opt_state, scalars, *batch):
+            (l, aux), grads = value_and_grad(params, *batch)
+            if clip is not None:
+                grads = clip_by_global_norm(grads, clip)
+            new_params, opt_state = optimizer.update(params, grads, opt_state, scalars)
+            return l, new_params, opt_state, aux
+
+        self._step = ops.compile(step)
+
+    def lr(self, t=None):
+        """The learning rate of step ``t`` (default: the next one)."""
+        t = self.t + 1 if t is None else t
+        return float(self.schedule(t)) if self.schedule is not None else self.optimizer.lr
+
+    def __call__(self, params, *batch):
+        t = self.t + 1
+        scalars = ops.tensor(np.array(self.optimizer.scalars(t, self.lr(t)), np.float32), device=self.device)
+        l, new_params, self.state, aux = self._step(params, self.state, scalars, *batch)
+        self.t = t
+        return l, new_params, aux
+
+    def state_dict(self):
+        """The optimizer's state as NumPy arrays and the step count: what a resumed run needs."""
+        return {"optimizer": self.optimizer.name, "t": self.t,
+                "arrays": [np.asarray(ops.to_numpy(s), np.float32) for s in self.state]}
+
+    def load_state_dict(self, saved):
+        """Continue from :meth:`state_dict`'s output (checked against this updater's optimizer)."""
+        name = getattr(self.optimizer, "name", None)
+        arrays = list(saved.get("arrays", []))
+        expected = [ops.shape(s) for s in self.state]
+        if saved.get("optimizer") != name or [tuple(a.shape) for a in arrays] != [tuple(e) for e in expected]:
+            raise ArgumentError(f"the saved optimizer state is for {saved.get('optimizer')!r} with "
+                                f"{len(arrays)} arrays; this run uses {name!r} with {len(expected)}: resume "
+                                "with the run's own optimizer")
+        self.state = [ops.from_numpy(a, device=self.device) for a in arrays]
+        self.t = checks.integer("t", saved.get("t"), 0)
