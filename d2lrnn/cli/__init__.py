@@ -17,35 +17,36 @@ book's four sentences. ``d2lrnn translate`` translates sentences with a saved mo
 2 bad arguments, input or output folder, 130 interrupted.
 
 The two training commands are declarations (:mod:`d2lrnn.cli.lm`, :mod:`d2lrnn.cli.translate`) on one
-shape (:mod:`d2lrnn.cli.command`); :mod:`d2lrnn.cli.args` checks the arguments.
+shape (:mod:`d2lrnn.cli.command`, with what a run writes in :mod:`d2lrnn.cli.saving`); ``generate`` and
+``translate`` are in :mod:`d2lrnn.cli.use`; :mod:`d2lrnn.cli.args` checks the arguments.
 """
 
 import sys
 
 from .._version import __version__
 from ..errors import D2LRNNError, TrainingError
-from . import command, lm, translate
+from . import command, lm, saving, translate, use
 from .args import Parser
 from .lm import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
 from .translate import TRANSLATE_DEFAULTS
 
-__all__ = ["main", "build_parser", "command", "lm", "translate", "CELL_DEFAULTS", "NGRAM_ORDERS",
-           "TRAIN_DEFAULTS", "TRANSLATE_DEFAULTS"]
+__all__ = ["main", "build_parser", "command", "lm", "saving", "translate", "use", "CELL_DEFAULTS",
+           "NGRAM_ORDERS", "TRAIN_DEFAULTS", "TRANSLATE_DEFAULTS"]
 
 
 def build_parser():
     """The argument parser of ``d2lrnn`` with its ``train``, ``generate``, ``translate-train`` and
     ``translate`` commands."""
     parser = Parser(prog="d2lrnn", description="The RNN chapter of Dive into Deep Learning on NumPy, "
-                    "PyTorch, TensorFlow, MXNet or JAX: train a character language model, generate text; train "
-                    "an English-French translation model, translate.",
+                    "PyTorch, TensorFlow, MXNet or JAX: train a character language model, generate text; "
+                    "train an English-French translation model, translate.",
                     epilog="Run 'd2lrnn COMMAND --help' for the options of a command.")
     parser.add_argument("--version", action="version", version=f"d2lrnn {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
     lm.TRAIN.add_parser(commands)
-    lm.add_generate_parser(commands)
+    use.add_generate_parser(commands)
     translate.TRANSLATE_TRAIN.add_parser(commands)
-    translate.add_translate_parser(commands)
+    use.add_translate_parser(commands)
     return parser
 
 

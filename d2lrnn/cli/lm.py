@@ -8,7 +8,6 @@ import types
 import numpy as np
 
 from .. import ops
-from ..backends import backend_name, use_backend
 from ..data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from ..errors import D2LRNNError, DataError
 from ..lm import checkpoint_info, checkpoint_writer, load_checkpoint, make_model, predict, train_lm
@@ -19,17 +18,14 @@ from ..training.metrics import format_perplexity
 from ..training.optim import Schedule, get_optimizer
 from .args import (
     SHARED_SETTING_TYPES,
-    HelpFormatter,
-    backend_choice,
     dropout_rate,
     max_tokens,
     nonnegative_float,
     nonnegative_int,
-    positive_int,
-    seed_value,
     yes_no,
 )
-from .command import TrainingCommand, checkpoint_path, png_writer, refuse_too_large, register
+from .command import TrainingCommand, refuse_too_large, register
+from .saving import png_writer
 
 NGRAM_ORDERS = (1, 2, 3, 5)
 CELLS = tuple(cell_names())
@@ -61,8 +57,10 @@ ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_drop
 SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout_rate,
                  "output_dropout": dropout_rate, "weight_decay": nonnegative_float, "warmup": nonnegative_int,
                  "patience": nonnegative_int, "max_tokens": max_tokens}
-SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS, "optimizer": ("sgd", "adam"),
-                   "schedule": ("constant", "cosine", "linear"), "sampling": ("random", "sequential")}
+#: The values each setting with a fixed set of them may take.
+SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
+                   "optimizer": ("sgd", "adam"), "schedule": ("constant", "cosine", "linear"),
+                   "sampling": ("random", "sequential")}
 #: The columns of a language model's ``metrics.csv``.
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
@@ -191,9 +189,10 @@ class LanguageModelCommand(TrainingCommand):
         p.add_argument("--raw", action="store_true", default=None,
                        help="every character of the text a token (case, punctuation, line breaks) instead of "
                             "the book's cleaning to 26 lower-case letters and space (Tiny Shakespeare: 65)")
-        setting("--model", "the RNN from scratch, or the framework's own RNN layer", choices=("scratch", "concise"))
-        setting("--cell", "the recurrent cell: plain tanh RNN, gated recurrent unit, or long short-term memory",
-                choices=CELLS)
+        setting("--model", "the RNN from scratch, or the framework's own RNN layer",
+                choices=SETTING_CHOICES["model"])
+        setting("--cell", "the recurrent cell: plain tanh RNN, gated recurrent unit, or long short-term "
+                "memory", choices=CELLS)
         setting("--num-layers", "recurrent layers stacked on each other", metavar="L")
         setting("--dropout", "dropout between recurrent layers while training (with --num-layers 2 or more)",
                 metavar="P")
@@ -209,7 +208,8 @@ class LanguageModelCommand(TrainingCommand):
         setting("--hidden", "hidden units (per layer and direction)", metavar="N")
         setting("--batch-size", "sequences per minibatch", metavar="N")
         setting("--num-steps", "time steps per sequence", metavar="N")
-        setting("--optimizer", "the book's SGD, or Adam (with decoupled weight decay)", choices=("sgd", "adam"))
+        setting("--optimizer", "the book's SGD, or Adam (with decoupled weight decay)",
+                choices=SETTING_CHOICES["optimizer"])
         setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
         setting("--weight-decay", "weight decay (L2 for SGD, decoupled for Adam)", metavar="WD")
         setting("--schedule", "learning rate over training after the warm-up",
@@ -227,8 +227,8 @@ class LanguageModelCommand(TrainingCommand):
 
     def run(self, args):
         if args.bidirectional:
-            raise D2LRNNError(f"--bidirectional: {SEES_THE_FUTURE}; 'd2lrnn train' trains language models, so "
-                              "drop --bidirectional (the bidirectional-rnn notebook shows where it helps)")
+            raise D2LRNNError(f"--bidirectional: {SEES_THE_FUTURE}; 'd2lrnn train' trains language models, "
+                              "so drop --bidirectional (the bidirectional-rnn notebook shows where it helps)")
         return super().run(args)
 
     def fill_settings(self, args):
@@ -312,8 +312,8 @@ class LanguageModelCommand(TrainingCommand):
         data.prefixes = sample_prefixes(args.corpus, data.vocab, data.val_iter.corpus)
 
     def build(self, args, data):
-        return make_model(args.model, len(data.vocab), args.hidden, cell=args.cell, num_layers=args.num_layers,
-                          dropout=args.dropout, input_dropout=args.input_dropout,
+        return make_model(args.model, len(data.vocab), args.hidden, cell=args.cell,
+                          num_layers=args.num_layers, dropout=args.dropout, input_dropout=args.input_dropout,
                           output_dropout=args.output_dropout, init=args.init)
 
     def load_run(self, path, args, data, digest):
@@ -398,38 +398,3 @@ def _updater(args, net, steps_per_epoch):
 
 
 TRAIN = register(LanguageModelCommand())
-
-
-def add_generate_parser(commands):
-    p = commands.add_parser(
-        "generate", help="continue a prefix with a trained model",
-        description="Load a checkpoint written by 'd2lrnn train' (on any backend) and continue a prefix: "
-                    "greedy by default, sampled with --temperature.",
-        formatter_class=HelpFormatter)
-    p.add_argument("--checkpoint", required=True, metavar="FILE|DIR",
-                   help="a model.npz written by 'd2lrnn train', or the run folder holding it")
-    p.add_argument("--prefix", default=None, metavar="TEXT",
-                   help="text to continue (default: the first sample prefix of the training run, "
-                        "'time traveller' for the Time Machine)")
-    p.add_argument("--num-chars", type=positive_int, default=50, metavar="N", help="characters to generate")
-    p.add_argument("--temperature", type=nonnegative_float, default=0.0, metavar="T",
-                   help="0: greedy; above 0: sample from softmax(logits / T)")
-    p.add_argument("--seed", type=seed_value, default=None, metavar="S",
-                   help="seed of the sampling (default: random)")
-    p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
-                   help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")
-    p.set_defaults(run=run_generate)
-
-
-def run_generate(args):
-    """``d2lrnn generate``: load a checkpoint on the chosen backend and print the continuation."""
-    if args.prefix is not None and not args.prefix:
-        raise D2LRNNError("--prefix is empty: give some text to continue, e.g. --prefix 'time traveller'")
-    path = checkpoint_path(args.checkpoint)
-    with use_backend(args.backend or backend_name()):
-        net, vocab, info = load_checkpoint(path)
-        prefix = args.prefix
-        if prefix is None:
-            prefix = ((info.get("hparams") or {}).get("prefixes") or TIME_MACHINE_PREFIXES)[0]
-        print(predict(str(prefix), args.num_chars, net, vocab, temperature=args.temperature, seed=args.seed))
-    return 0

@@ -10,7 +10,6 @@ import types
 import numpy as np
 
 from .. import ops
-from ..backends import backend_name, use_backend
 from ..data import load_data_nmt_split
 from ..data.translation import PAIRS_FILE
 from ..errors import CheckpointError, D2LRNNError, DataError
@@ -20,7 +19,6 @@ from ..seq2seq import (
     make_seq2seq,
     make_seq2seq_updater,
     train_encoder_decoder,
-    translate,
 )
 from ..seq2seq.checkpoint import (
     load_seq2seq_checkpoint,
@@ -28,19 +26,15 @@ from ..seq2seq.checkpoint import (
     seq2seq_checkpoint_info,
     seq2seq_checkpoint_writer,
 )
-from ..seq2seq.decode import ALPHA
 from ..seq2seq.train import book_bleu, book_sentences
 from .args import (
     SHARED_SETTING_TYPES,
-    HelpFormatter,
-    backend_choice,
-    beam_width,
     file_name,
-    nonnegative_float,
     positive_float,
     positive_int,
 )
-from .command import TrainingCommand, checkpoint_path, png_writer, refuse_too_large, register
+from .command import TrainingCommand, refuse_too_large, register
+from .saving import png_writer
 
 #: The settings of a translation run (``d2lrnn translate-train``), their defaults, and what ``--resume``
 #: restores. ``pairs`` None: the bundled English-French pairs; ``num_examples`` None: all of them;
@@ -146,11 +140,13 @@ class TranslationCommand(TrainingCommand):
 
     def add_settings(self, p, setting):
         setting("--pairs", "a UTF-8 file of sentence pairs, one 'source<TAB>target' a line", metavar="PATH")
-        setting("--model", "the GRU from scratch, or the framework's own GRU layer", choices=self.choices["model"])
+        setting("--model", "the GRU from scratch, or the framework's own GRU layer",
+                choices=self.choices["model"])
         setting("--embed-size", "embedding size of source and target words", metavar="N")
         setting("--hidden", "hidden units of the encoder's and decoder's GRU layers", metavar="N")
         setting("--num-layers", "GRU layers of the encoder and of the decoder", metavar="L")
-        setting("--dropout", "dropout between GRU layers while training (none with --num-layers 1)", metavar="P")
+        setting("--dropout", "dropout between GRU layers while training (none with --num-layers 1)",
+                metavar="P")
         setting("--batch-size", "sentence pairs per minibatch", metavar="N")
         setting("--num-steps", "tokens per sentence: longer ones are cut, shorter ones padded", metavar="N")
         setting("--num-examples", "use only the first N pairs of the file", metavar="N")
@@ -184,8 +180,8 @@ class TranslationCommand(TrainingCommand):
         seconds = (info["history"].get("seconds") or [0.0])[-1]
         if args.minutes and isinstance(seconds, (int, float)) and seconds >= args.minutes * 60:
             raise D2LRNNError(f"the run in {path} has already trained {seconds / 60:.3g} of its "
-                              f"{args.minutes:g} minutes: pass --minutes M with M > {seconds / 60:.3g} to train "
-                              "it further")
+                              f"{args.minutes:g} minutes: pass --minutes M with M > {seconds / 60:.3g} to "
+                              "train it further")
 
     def read(self, args):
         """The pairs, read (NumPy only, so bad pairs fail before a framework is imported)."""
@@ -208,7 +204,8 @@ class TranslationCommand(TrainingCommand):
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
                                    "dropout": args.dropout, "reset_after": True})
         refuse_too_large(sum(math.prod(shape) for shape in shapes.values()),
-                         f"--hidden {args.hidden} with --embed-size {args.embed_size}", "--hidden or --embed-size")
+                         f"--hidden {args.hidden} with --embed-size {args.embed_size}",
+                         "--hidden or --embed-size")
         ops.manual_seed(args.seed)
         return types.SimpleNamespace(train_iter=train_iter, val_iter=val_iter, src_vocab=src_vocab,
                                      tgt_vocab=tgt_vocab)
@@ -225,11 +222,11 @@ class TranslationCommand(TrainingCommand):
         dropout = f", dropout {args.dropout:g}" if args.dropout else ""
         optimizer = "Adam" if args.optimizer == "adam" else "SGD"
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
-                f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source / "
-                f"{len(data.tgt_vocab):,} target words | backend {backend} | {translation_model_name(args)} "
-                f"({args.model}), embedding {args.embed_size}, {args.hidden} hidden units{dropout} | "
-                f"{optimizer} lr {args.lr:g}, clip {args.clip:g} | batch {args.batch_size} x {args.num_steps} "
-                f"steps, {epochs}{budget}")
+                f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
+                f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
+                f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
+                f"hidden units{dropout} | {optimizer} lr {args.lr:g}, clip {args.clip:g} | batch "
+                f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
@@ -240,8 +237,8 @@ class TranslationCommand(TrainingCommand):
         if saved_src != data.src_vocab or saved_tgt != data.tgt_vocab or \
                 info["hparams"].get("pairs_sha1") != digest:
             raise DataError(f"the pairs {args.pairs or pairs_name(None)} are not the pairs the run in "
-                            f"{path.parent} was trained on (they changed since): resume needs the same pairs; "
-                            "start a new run instead")
+                            f"{path.parent} was trained on (they changed since): resume needs the same "
+                            "pairs; start a new run instead")
         history = info["history"]
         if any(len(history.get(key, ())) != len(history["epoch"]) for key in TRANSLATE_CSV_FIELDS):
             raise CheckpointError(f"{path} holds a damaged resume state (history and epoch disagree): start "
@@ -277,14 +274,14 @@ class TranslationCommand(TrainingCommand):
         return translation_plot_writer(history, title, best_epoch)
 
     def fit(self, args, net, data, history, on_epoch, updater):
-        return train_encoder_decoder(net, data.train_iter, args.lr, args.epochs, data.tgt_vocab, clip=args.clip,
-                                     val_iter=data.val_iter, progress=not args.no_progress, plot=False,
-                                     history=history, on_epoch=on_epoch, updater=updater,
+        return train_encoder_decoder(net, data.train_iter, args.lr, args.epochs, data.tgt_vocab,
+                                     clip=args.clip, val_iter=data.val_iter, progress=not args.no_progress,
+                                     plot=False, history=history, on_epoch=on_epoch, updater=updater,
                                      time_budget=args.minutes * 60 if args.minutes else None)
 
     def stopped_early(self, args, history):
-        return (f"stopped after epoch {history['epoch'][-1]} of {args.epochs}: the {args.minutes:g} minutes of "
-                "--minutes are used")
+        return (f"stopped after epoch {history['epoch'][-1]} of {args.epochs}: the {args.minutes:g} "
+                "minutes of --minutes are used")
 
     def report(self, args, out, data, epochs_done):
         """The best epoch's losses and validation BLEU (greedy and beam search, from the saved best model),
@@ -306,38 +303,3 @@ class TranslationCommand(TrainingCommand):
 
 
 TRANSLATE_TRAIN = register(TranslationCommand())
-
-
-def add_translate_parser(commands):
-    p = commands.add_parser(
-        "translate", help="translate sentences with a trained model",
-        description="Translate sentences with a model written by 'd2lrnn translate-train' (on any backend): "
-                    "one translation a line, greedy by default, beam search with --beam. Words the model "
-                    "has not seen read as <unk>.",
-        formatter_class=HelpFormatter)
-    p.add_argument("sentences", nargs="+", metavar="SENTENCE", help="a sentence to translate, quoted: 'go .'")
-    p.add_argument("--checkpoint", required=True, metavar="FILE|DIR",
-                   help="a model.npz written by 'd2lrnn translate-train', or the run folder holding it")
-    p.add_argument("--beam", type=beam_width, default=1, metavar="K",
-                   help="beam width (1: greedy search)")
-    p.add_argument("--alpha", type=nonnegative_float, default=ALPHA, metavar="A",
-                   help="beam search's length normalisation: a translation of L tokens scores log P / L^A")
-    p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
-                   help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")
-    p.set_defaults(run=run_translate)
-
-
-def run_translate(args):
-    """``d2lrnn translate``: one translation a line, with a model loaded on the chosen backend."""
-    for number, sentence in enumerate(args.sentences, 1):
-        if not sentence.strip():
-            which = f"sentence {number}" if len(args.sentences) > 1 else "the sentence"
-            raise D2LRNNError(f"{which} to translate is empty: give at least one word, e.g. d2lrnn translate "
-                              "'go .' --checkpoint FILE")
-    path = checkpoint_path(args.checkpoint)
-    with use_backend(args.backend or backend_name()):
-        net, src_vocab, tgt_vocab, info = load_seq2seq_checkpoint(path)
-        lines = translate(net, args.sentences, src_vocab, tgt_vocab, info["num_steps"], args.beam, args.alpha)
-    for line in lines:
-        print(line)
-    return 0

@@ -18,7 +18,7 @@ from .train import (
 from .truncation import FullBPTT, RandomizedTruncation, RegularTruncation, state_gradient_norms
 
 __all__ = ["RNNModel", "RNNModelScratch", "StackedRNNModelScratch", "make_model", "lm_loss", "Updater",
-           "LanguageModelTask", "check_causal", "make_train_step", "make_eval_step", "train_epoch_lm", "train_lm",
-           "evaluate_perplexity", "predict", "next_token", "FullBPTT", "RegularTruncation",
+           "LanguageModelTask", "check_causal", "make_train_step", "make_eval_step", "train_epoch_lm",
+           "train_lm", "evaluate_perplexity", "predict", "next_token", "FullBPTT", "RegularTruncation",
            "RandomizedTruncation", "state_gradient_norms", "save_checkpoint", "load_checkpoint",
            "checkpoint_info", "checkpoint_writer"]

@@ -10,21 +10,9 @@ command that reads it.
 """
 
 from .. import ops
-from ..backends import generator_state_kept
-from ..errors import CheckpointError, D2LRNNError
+from ..errors import CheckpointError
 from ..models import RecurrentStack
-from ..training.checkpoint import (
-    SEQ2SEQ_KIND,
-    as_path,
-    base_metadata,
-    check_arrays,
-    check_fields,
-    check_version,
-    packed_writer,
-    read_checkpoint,
-    read_vocab,
-    write_checkpoint,
-)
+from ..training import checkpoint as container
 from .model import make_model
 
 __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_writer"]
@@ -40,7 +28,7 @@ INFO_KEYS = ("kind", "cell", "num_layers", "bidirectional", "dropout", "input_dr
 
 
 def _metadata(net, vocab, hparams, history, resume):
-    meta = {**base_metadata(), **net.config(), "param_names": list(net.param_names),
+    meta = {**container.base_metadata(), **net.config(), "param_names": list(net.param_names),
             "vocab": vocab.to_dict(), "hparams": dict(hparams or {}), "history": dict(history or {})}
     if resume is not None:
         meta["resume"] = dict(resume)
@@ -64,7 +52,7 @@ def checkpoint_writer(net, vocab, hparams=None, history=None, resume=None, optim
         raise CheckpointError("a model built from your own get_params/forward functions cannot be saved: "
                               "build it with d2l.make_model (or d2l's get_*_params and cells) to save it")
     meta = _metadata(net, vocab, hparams, history, resume)
-    return packed_writer(net.param_names, net.scratch_params(), meta, optimizer_state)
+    return container.packed_writer(net.param_names, net.scratch_params(), meta, optimizer_state)
 
 
 def save_checkpoint(path, net, vocab, hparams=None, history=None):
@@ -73,37 +61,26 @@ def save_checkpoint(path, net, vocab, hparams=None, history=None):
     ``hparams`` and ``history`` are dicts of JSON-friendly values (other values are stored as
     their ``str``). The file is replaced atomically; returns its path.
     """
-    path = as_path(path)
-    return write_checkpoint(path, checkpoint_writer(net, vocab, hparams, history))
+    path = container.as_path(path)
+    return container.write_checkpoint(path, checkpoint_writer(net, vocab, hparams, history))
 
 
 #: What each metadata field must be: (types, what to call it in an error).
 _META_TYPES = {
-    "kind": (str, "a model name"),
-    "cell": (str, "a cell name"),
-    "vocab_size": (int, "a whole number"),
-    "num_hiddens": (int, "a whole number"),
-    "num_layers": (int, "a whole number"),
-    "bidirectional": (bool, "true or false"),
-    "dropout": ((int, float), "a number"),
-    "reset_after": (bool, "true or false"),
-    "input_dropout": ((int, float), "a number"),
-    "output_dropout": ((int, float), "a number"),
-    "vocab": (dict, "a mapping"),
-    "hparams": (dict, "a mapping of settings"),
-    "history": (dict, "a mapping of lists"),
-    "resume": ((dict, type(None)), "a mapping"),
+    "kind": (str, "a model name"), "cell": (str, "a cell name"), "vocab_size": container.WHOLE,
+    "num_hiddens": container.WHOLE, "num_layers": container.WHOLE, "bidirectional": container.FLAG,
+    "dropout": container.NUMBER, "reset_after": container.FLAG, "input_dropout": container.NUMBER,
+    "output_dropout": container.NUMBER, "vocab": (dict, "a mapping"), **container.RUN_FIELDS,
 }
 
 
-def _check_meta(path, meta):
-    if meta.get("kind") == SEQ2SEQ_KIND:
+def _check_kind(path, meta):
+    if meta.get("kind") == container.SEQ2SEQ_KIND:
         raise CheckpointError(f"checkpoint {path} holds a translation model (seq2seq), not a language model: "
                               f"translate with `d2lrnn translate SENTENCE --checkpoint {path}`")
     if meta.get("format_version") == 1:  # before cells and layers: a one-layer RNN
         meta.update({k: v for k, v in MODEL_DEFAULTS.items() if k not in meta})
     meta.update({k: v for k, v in ADDED_MODEL_SETTINGS.items() if k not in meta})
-    check_fields(path, meta, _META_TYPES, sizes=("vocab_size", "num_hiddens", "num_layers"))
 
 
 def _expected_shapes(path, meta):
@@ -112,34 +89,31 @@ def _expected_shapes(path, meta):
     if kind not in ("scratch", "concise"):
         raise CheckpointError(f"checkpoint {path} holds a {meta['kind']!r} model, which this d2lrnn cannot "
                               "build (it knows 'scratch' and 'concise'): upgrade d2lrnn")
-    try:
-        layer = RecurrentStack(meta["cell"], meta["vocab_size"], meta["num_hiddens"], meta["num_layers"],
-                               meta["bidirectional"], meta["dropout"], meta["reset_after"])
-    except D2LRNNError as err:
-        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
-                              "upgrade d2lrnn, or save it again") from None
+    layer = RecurrentStack(meta["cell"], meta["vocab_size"], meta["num_hiddens"], meta["num_layers"],
+                           meta["bidirectional"], meta["dropout"], meta["reset_after"])
     names = layer.names + ("W_hq", "b_q")
     shapes = layer.shapes() + [(layer.num_outputs, meta["vocab_size"]), (meta["vocab_size"],)]
     return dict(zip(names, shapes))
 
 
+#: What a language model's checkpoint holds.
+CONTENTS = container.Contents(
+    made_by="d2lrnn train", check_kind=_check_kind, field_types=_META_TYPES,
+    sizes=("vocab_size", "num_hiddens", "num_layers"), shapes=_expected_shapes,
+    describe=lambda meta: (f"a {meta['num_layers']}-layer {meta['cell']} model",
+                           f"vocab {meta['vocab_size']} and {meta['num_hiddens']} hidden units"),
+    info_keys=INFO_KEYS)
+
+
 def _validated(path):
-    """The metadata and arrays of a checkpoint, every field checked; one CheckpointError line if not."""
-    path = as_path(path)
-    meta, arrays = read_checkpoint(path)
-    check_version(path, meta)
-    _check_meta(path, meta)
-    check_arrays(path, arrays, _expected_shapes(path, meta),
-                 f"a {meta['num_layers']}-layer {meta['cell']} model",
-                 f"vocab {meta['vocab_size']} and {meta['num_hiddens']} hidden units")
-    vocab = read_vocab(path, meta["vocab"], meta["vocab_size"])
-    return path, meta, arrays, vocab
+    """The metadata, arrays and vocabulary of a checkpoint, every field checked."""
+    path, meta, arrays = container.read_validated(path, CONTENTS)
+    return path, meta, arrays, container.read_vocab(path, meta["vocab"], meta["vocab_size"])
 
 
 def checkpoint_info(path):
     """The ``info`` dict of a checkpoint (see :func:`load_checkpoint`), checked, without building a model."""
-    _, meta, _, _ = _validated(path)
-    return {key: meta.get(key) for key in INFO_KEYS}
+    return container.info_of(_validated(path)[1], CONTENTS)
 
 
 def load_checkpoint(path, device=None):
@@ -154,12 +128,9 @@ def load_checkpoint(path, device=None):
     :func:`d2lrnn.seq2seq.checkpoint.load_seq2seq_checkpoint`.
     """
     path, meta, arrays, vocab = _validated(path)
-    try:
-        with generator_state_kept():  # the initial draw is overwritten: leave the seed alone
-            net = make_model(meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"],
-                             meta["num_layers"], meta["bidirectional"], meta["dropout"], meta["reset_after"],
-                             meta["input_dropout"], meta["output_dropout"])
-    except D2LRNNError as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
+    net = container.build_model(path, lambda: make_model(
+        meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"], meta["num_layers"],
+        meta["bidirectional"], meta["dropout"], meta["reset_after"], meta["input_dropout"],
+        meta["output_dropout"]))
     net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays.values()])
-    return net, vocab, {key: meta.get(key) for key in INFO_KEYS}
+    return net, vocab, container.info_of(meta, CONTENTS)

@@ -184,7 +184,8 @@ class RNNModelScratch(_LanguageModel):
         return self.forward_fn(inputs, state, params)
 
     def begin_state(self, batch_size, device=None):
-        """A fresh (zero) state for ``batch_size`` sequences: ``init_state(batch_size, num_hiddens, device)``."""
+        """A fresh (zero) state for ``batch_size`` sequences: ``init_state(batch_size, num_hiddens,
+        device)``."""
         return self.init_state(batch_size, self.num_hiddens, device)
 
     def config(self):

@@ -125,7 +125,8 @@ class LanguageModelTask(Task):
                      "steps, or a longer corpus")
     name, ylabel = "train_ch8", "perplexity"
 
-    def __init__(self, net, device=None, use_random_iter=False, truncation=None, val_iter=None, eval_step=None):
+    def __init__(self, net, device=None, use_random_iter=False, truncation=None, val_iter=None,
+                 eval_step=None):
         self.net, self.device, self.reset = net, device, use_random_iter
         self.truncation, self.val_iter, self.eval_step = get_truncation(truncation), val_iter, eval_step
         self.legend = ["train"] + (["validation"] if val_iter is not None else [])

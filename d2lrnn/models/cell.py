@@ -1,7 +1,8 @@
 """What the stacker and the native-layer adapter need to know about a recurrent cell.
 
 A cell is described once, next to its equations (``rnn.py``, ``gru.py``, ``lstm.py``), by a
-:class:`Cell`; :mod:`d2lrnn.models.cells` lists them all. Each of its G gates ``g`` has the book's three parameters ``W_xg`` (inputs x
+:class:`Cell`; :mod:`d2lrnn.models.cells` lists them all. Each of its G gates ``g`` has the
+book's three parameters ``W_xg`` (inputs x
 hiddens), ``W_hg`` (hiddens x hiddens) and ``b_g``, in the book's order of gates; a GRU in the
 reset-after form has one more, the recurrent candidate bias ``b_hh``. ``layer`` is the fast
 recurrence of one layer in one direction::

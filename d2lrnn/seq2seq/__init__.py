@@ -16,5 +16,6 @@ from .train import (
 __all__ = ["bleu", "corpus_bleu", "sequence_mask", "MaskedSoftmaxCELoss", "masked_token_loss", "Encoder",
            "Decoder", "EncoderDecoder", "Seq2SeqEncoder", "Seq2SeqDecoder", "make_seq2seq", "teacher_forcing",
            "make_seq2seq_updater", "train_encoder_decoder", "evaluate_loss", "evaluate_bleu", "greedy_search",
-           "beam_search", "translate", "predict_seq2seq", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
+           "beam_search", "translate", "predict_seq2seq", "save_seq2seq_checkpoint",
+           "load_seq2seq_checkpoint",
            "seq2seq_checkpoint_info"]

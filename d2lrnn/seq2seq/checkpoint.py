@@ -16,22 +16,10 @@ command that reads it (``d2lrnn generate``).
 """
 
 from .. import checks, ops
-from ..backends import generator_state_kept
 from ..data.translation import RESERVED
-from ..errors import CheckpointError, D2LRNNError
+from ..errors import CheckpointError
 from ..models.stack import RecurrentStack
-from ..training.checkpoint import (
-    SEQ2SEQ_KIND,
-    as_path,
-    base_metadata,
-    check_arrays,
-    check_fields,
-    check_version,
-    packed_writer,
-    read_checkpoint,
-    read_vocab,
-    write_checkpoint,
-)
+from ..training import checkpoint as container
 from .model import RNN_KINDS, EncoderDecoder, make_seq2seq
 
 __all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
@@ -45,21 +33,11 @@ INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "
 
 #: What each metadata field must be: (types, what to call it in an error).
 _META_TYPES = {
-    "rnn": (str, "a model name"),
-    "cell": (str, "a cell name"),
-    "src_vocab_size": (int, "a whole number"),
-    "tgt_vocab_size": (int, "a whole number"),
-    "embed_size": (int, "a whole number"),
-    "num_hiddens": (int, "a whole number"),
-    "num_layers": (int, "a whole number"),
-    "dropout": ((int, float), "a number"),
-    "reset_after": (bool, "true or false"),
-    "num_steps": (int, "a whole number"),
-    "src_vocab": (dict, "a mapping"),
-    "tgt_vocab": (dict, "a mapping"),
-    "hparams": (dict, "a mapping of settings"),
-    "history": (dict, "a mapping of lists"),
-    "resume": ((dict, type(None)), "a mapping"),
+    "rnn": (str, "a model name"), "cell": (str, "a cell name"), "src_vocab_size": container.WHOLE,
+    "tgt_vocab_size": container.WHOLE, "embed_size": container.WHOLE, "num_hiddens": container.WHOLE,
+    "num_layers": container.WHOLE, "dropout": container.NUMBER, "reset_after": container.FLAG,
+    "num_steps": container.WHOLE, "src_vocab": (dict, "a mapping"), "tgt_vocab": (dict, "a mapping"),
+    **container.RUN_FIELDS,
 }
 _SIZES = ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers", "num_steps")
 
@@ -93,25 +71,26 @@ def seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams=None
             raise CheckpointError(f"the {name} vocabulary {problem}: save the vocabularies the model was "
                                   "trained with")
     num_steps = checks.positive_int("num_steps", num_steps, " (the sentence length the model was trained on)")
-    meta = {**base_metadata(), **config, "num_steps": num_steps, "param_names": list(net.param_names),
-            "src_vocab": src_vocab.to_dict(), "tgt_vocab": tgt_vocab.to_dict(), "hparams": dict(hparams or {}),
-            "history": dict(history or {})}
+    meta = {**container.base_metadata(), **config, "num_steps": num_steps,
+            "param_names": list(net.param_names),
+            "src_vocab": src_vocab.to_dict(), "tgt_vocab": tgt_vocab.to_dict(),
+            "hparams": dict(hparams or {}), "history": dict(history or {})}
     if resume is not None:
         meta["resume"] = dict(resume)
-    return packed_writer(net.param_names, net.params, meta, optimizer_state)
+    return container.packed_writer(net.param_names, net.params, meta, optimizer_state)
 
 
 def save_seq2seq_checkpoint(path, net, src_vocab, tgt_vocab, num_steps, hparams=None, history=None):
     """Save the encoder-decoder ``net``, its vocabularies, ``num_steps``, ``hparams`` and ``history`` to the
     ``.npz`` file ``path``, replaced atomically; returns its path."""
-    path = as_path(path)
-    return write_checkpoint(path, seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams,
-                                                            history))
+    path = container.as_path(path)
+    write = seq2seq_checkpoint_writer(net, src_vocab, tgt_vocab, num_steps, hparams, history)
+    return container.write_checkpoint(path, write)
 
 
 def _check_kind(path, meta):
     kind = meta.get("kind")
-    if kind == SEQ2SEQ_KIND:
+    if kind == container.SEQ2SEQ_KIND:
         return
     if kind in ("scratch", "concise", "rnn_scratch", "rnn_concise"):
         raise CheckpointError(f"checkpoint {path} holds a language model, not a translation model: "
@@ -139,33 +118,31 @@ def parameter_shapes(config):
 
 
 def _expected_shapes(path, meta):
-    """:func:`parameter_shapes` of the model a checkpoint's metadata describes, or one line saying why
-    this d2lrnn cannot build it."""
+    """:func:`parameter_shapes` of the model a checkpoint's metadata describes."""
     if meta["rnn"] not in RNN_KINDS:
         raise CheckpointError(f"checkpoint {path} holds a {meta['rnn']!r} translation model, which this "
                               f"d2lrnn cannot build (it knows {' and '.join(map(repr, RNN_KINDS))}): "
                               "upgrade d2lrnn")
-    try:
-        return parameter_shapes(meta)
-    except D2LRNNError as err:
-        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
-                              "upgrade d2lrnn, or save it again") from None
+    return parameter_shapes(meta)
+
+
+#: What a translation model's checkpoint holds.
+CONTENTS = container.Contents(
+    made_by=MADE_BY, check_kind=_check_kind, field_types=_META_TYPES, sizes=_SIZES,
+    shapes=_expected_shapes,
+    describe=lambda meta: (f"a {meta['num_layers']}-layer {meta['cell']} encoder-decoder",
+                           f"vocabularies {meta['src_vocab_size']} and {meta['tgt_vocab_size']}, embedding "
+                           f"{meta['embed_size']} and {meta['num_hiddens']} hidden units"),
+    info_keys=INFO_KEYS)
 
 
 def _validated(path):
     """The metadata, arrays and vocabularies of a translation checkpoint, every field checked."""
-    path = as_path(path)
-    meta, arrays = read_checkpoint(path, MADE_BY)
-    check_version(path, meta)
-    _check_kind(path, meta)
-    check_fields(path, meta, _META_TYPES, _SIZES)
-    check_arrays(path, arrays, _expected_shapes(path, meta),
-                 f"a {meta['num_layers']}-layer {meta['cell']} encoder-decoder",
-                 f"vocabularies {meta['src_vocab_size']} and {meta['tgt_vocab_size']}, embedding "
-                 f"{meta['embed_size']} and {meta['num_hiddens']} hidden units")
+    path, meta, arrays = container.read_validated(path, CONTENTS)
     vocabs = []
     for name, key in (("source", "src"), ("target", "tgt")):
-        vocab = read_vocab(path, meta[f"{key}_vocab"], meta[f"{key}_vocab_size"], f"{name} vocabulary")
+        vocab = container.read_vocab(path, meta[f"{key}_vocab"], meta[f"{key}_vocab_size"],
+                                     f"{name} vocabulary")
         if missing := _missing_reserved(vocab):
             raise CheckpointError(f"checkpoint {path} is corrupt: its {name} vocabulary lacks "
                                   f"{', '.join(missing)}: save it again")
@@ -176,8 +153,7 @@ def _validated(path):
 def seq2seq_checkpoint_info(path):
     """The ``info`` dict of a translation checkpoint (see :func:`load_seq2seq_checkpoint`), checked,
     without building the model."""
-    meta = _validated(path)[1]
-    return {key: meta.get(key) for key in INFO_KEYS}
+    return container.info_of(_validated(path)[1], CONTENTS)
 
 
 def load_seq2seq_checkpoint(path, device=None):
@@ -190,15 +166,11 @@ def load_seq2seq_checkpoint(path, device=None):
     run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line.
     """
     path, meta, arrays, src_vocab, tgt_vocab = _validated(path)
-    try:
-        with generator_state_kept():  # the initial draw is overwritten: leave the seed alone
-            net = make_seq2seq(meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"],
-                               meta["num_hiddens"], meta["num_layers"], meta["dropout"], meta["rnn"],
-                               meta["cell"], meta["reset_after"], device)
-    except D2LRNNError as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
+    net = container.build_model(path, lambda: make_seq2seq(
+        meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"], meta["num_hiddens"],
+        meta["num_layers"], meta["dropout"], meta["rnn"], meta["cell"], meta["reset_after"], device))
     if list(net.param_names) != list(arrays):
         raise CheckpointError(f"checkpoint {path} names its parameters differently from this d2lrnn's "
                               "encoder-decoder: save it again with this version")
     net.params = [ops.from_numpy(a, device=device) for a in arrays.values()]
-    return net, src_vocab, tgt_vocab, {key: meta.get(key) for key in INFO_KEYS}
+    return net, src_vocab, tgt_vocab, container.info_of(meta, CONTENTS)

@@ -117,7 +117,8 @@ class EncoderDecoderTask(Task):
     def __init__(self, tgt_vocab, val_iter=None, eval_step=None, bleu_every=1, summed=False):
         self.tgt_vocab, self.val_iter, self.eval_step = tgt_vocab, val_iter, eval_step
         self.bleu_every, self.summed = bleu_every, summed
-        self.legend = ["train loss"] + (["validation loss", "validation BLEU"] if val_iter is not None else [])
+        validation = ["validation loss", "validation BLEU"] if val_iter is not None else []
+        self.legend = ["train loss"] + validation
         self.title = f"seq2seq, {backend_name()}"
 
     def step_inputs(self, batch, carry):
@@ -130,8 +131,8 @@ class EncoderDecoderTask(Task):
         if self.val_iter is None:
             return {"val_loss": None, "val_bleu": None}
         val_loss = evaluate_loss(net, self.val_iter, self.tgt_vocab, self.eval_step, self.summed)
-        val_bleu = evaluate_bleu(net, self.val_iter, self.tgt_vocab) if last() or epoch % self.bleu_every == 0 \
-            else None
+        scored = last() or epoch % self.bleu_every == 0
+        val_bleu = evaluate_bleu(net, self.val_iter, self.tgt_vocab) if scored else None
         return {"val_loss": val_loss, "val_bleu": val_bleu}
 
     def postfix(self, row):

@@ -12,14 +12,16 @@ readers here check what every checkpoint shares (the container, the version, fie
 shapes and finiteness, vocabularies) and say in one line what is wrong.
 """
 
+import dataclasses
 import json
 import pathlib
+from collections.abc import Callable
 
 import numpy as np
 
 from .. import ops
 from .._version import __version__
-from ..backends import backend_name
+from ..backends import backend_name, generator_state_kept
 from ..data import Vocab
 from ..errors import CheckpointError, D2LRNNError
 from .atomic import atomic_write
@@ -33,6 +35,72 @@ SEQ2SEQ_KIND = "seq2seq"
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
 _META_KEY = "meta"
 _OPTIMIZER_PREFIX = "optimizer."
+
+
+#: What a metadata field may hold, for :class:`Contents`' ``field_types``: (types, what to call it).
+WHOLE, NUMBER, FLAG = (int, "a whole number"), ((int, float), "a number"), (bool, "true or false")
+#: The fields every run's checkpoint has: its settings, its history, and (in ``last.npz``) how to resume.
+RUN_FIELDS = {"hparams": (dict, "a mapping of settings"), "history": (dict, "a mapping of lists"),
+              "resume": ((dict, type(None)), "a mapping")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Contents:
+    """What a task's checkpoints hold, declared once by the task (:mod:`d2lrnn.lm.checkpoint`,
+    :mod:`d2lrnn.seq2seq.checkpoint`); :func:`read_validated` checks a file against it.
+
+    - ``made_by``: the command that writes such files (for the messages);
+    - ``check_kind(path, meta)``: refuse another task's checkpoint (naming the command that reads it),
+      and fill in the settings older files lack;
+    - ``field_types``: ``{field: (types, what to call it)}`` of the metadata, ``sizes`` the fields that
+      must be at least 1;
+    - ``shapes(path, meta)``: ``{name: shape}`` of the parameters of the model the metadata describes,
+      without building it (a :class:`D2LRNNError` for settings no model has);
+    - ``describe(meta)``: (the model, the sizes its shapes come from), for the messages;
+    - ``info_keys``: the metadata fields a loader returns as ``info``.
+    """
+
+    made_by: str
+    check_kind: Callable
+    field_types: dict
+    sizes: tuple
+    shapes: Callable
+    describe: Callable
+    info_keys: tuple
+
+
+def read_validated(path, contents):
+    """``(path, metadata, arrays)`` of the checkpoint file ``path``, every field checked against
+    ``contents`` (a :class:`Contents`); one :class:`CheckpointError` line if anything is wrong."""
+    path = as_path(path)
+    meta, arrays = read_checkpoint(path, contents.made_by)
+    check_version(path, meta)
+    contents.check_kind(path, meta)
+    check_fields(path, meta, contents.field_types, contents.sizes)
+    try:
+        expected = contents.shapes(path, meta)
+    except CheckpointError:
+        raise
+    except D2LRNNError as err:
+        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
+                              "upgrade d2lrnn, or save it again") from None
+    check_arrays(path, arrays, expected, *contents.describe(meta))
+    return path, meta, arrays
+
+
+def info_of(meta, contents):
+    """The ``info`` dict a loader returns: the metadata fields ``contents`` names."""
+    return {key: meta.get(key) for key in contents.info_keys}
+
+
+def build_model(path, make):
+    """``make()``, the model a checkpoint describes, drawn without moving the shared generator (its starting
+    weights are replaced by the file's); settings no model has are one :class:`CheckpointError` line."""
+    try:
+        with generator_state_kept():
+            return make()
+    except D2LRNNError as err:
+        raise CheckpointError(f"checkpoint {path} is corrupt ({err})") from None
 
 
 def _write_npz(file, arrays):

@@ -11,6 +11,7 @@ A history is a dict of lists, one entry per epoch, under the task's ``history_ke
 ``tokens_per_sec`` and ``seconds``); a run continues an earlier one from its history.
 """
 
+import functools
 import math
 
 from .. import checks
@@ -152,15 +153,16 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
     first = len(history["epoch"]) + 1
     animator = Animator(xlabel="epoch", ylabel=task.ylabel, legend=list(task.legend),
                         xlim=[1, max(num_epochs, 2)], enabled=plot, title=task.title)
-    for i, epoch in enumerate(history["epoch"]):
-        animator.add(epoch, task.points({key: values[i] for key, values in history.items() if i < len(values)}))
+    for i, epoch in enumerate(history["epoch"]):  # a continued run's curves so far
+        animator.add(epoch, task.points({key: values[i] for key, values in history.items()
+                                         if i < len(values)}))
     batches_per_epoch = len(batches) if hasattr(batches, "__len__") else None
     total = (num_epochs - first + 1) * batches_per_epoch if batches_per_epoch is not None else None
     start = clock() - (history["seconds"][-1] if history["seconds"] else 0.0)
     guard, stopper = DivergenceGuard(net.params), EarlyStopping(task.monitor, patience, history)
 
-    def out_of_time():
-        return time_budget is not None and clock() - start >= time_budget
+    def is_last(epoch):
+        return epoch == num_epochs or (time_budget is not None and clock() - start >= time_budget)
 
     try:
         with progress_bar(total=total, unit="batch", disable=not progress, desc="train") as bar:
@@ -168,7 +170,8 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
                 value, speed = run_epoch(net, batches, step, task, guard, epoch, lambda n: bar.update(1))
                 guard.check_epoch(net, epoch, task.blown_up(net, value, epoch))
                 row = {"epoch": epoch, task.train_key: value, "tokens_per_sec": speed}
-                row.update(task.validate(net, epoch, lambda epoch=epoch: epoch == num_epochs or out_of_time()))
+                last = functools.partial(is_last, epoch)
+                row.update(task.validate(net, epoch, last))
                 row["seconds"] = clock() - start
                 for key, value in row.items():
                     history[key].append(value)

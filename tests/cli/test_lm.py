@@ -377,7 +377,7 @@ def test_a_diverging_run_cannot_replace_a_good_model(tmp_path, capsys):
 
 def test_every_epoch_leaves_the_best_model_so_far_and_the_state_to_resume_from(tmp_path, monkeypatch):
     seen = []
-    real_call = cli.command.RunSaver.__call__
+    real_call = cli.saving.RunSaver.__call__
 
     def call_and_look(self, epoch, net, history):
         real_call(self, epoch, net, history)
@@ -386,7 +386,7 @@ def test_every_epoch_leaves_the_best_model_so_far_and_the_state_to_resume_from(t
                      d2l.checkpoint_info(tmp_path / "last.npz")["resume"]["epoch"],
                      len((tmp_path / "metrics.csv").read_text().splitlines()) - 1))
 
-    monkeypatch.setattr(cli.command.RunSaver, "__call__", call_and_look)
+    monkeypatch.setattr(cli.saving.RunSaver, "__call__", call_and_look)
     assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 0
     assert [s[0] for s in seen] == [1, 2, 3]
     for epoch, best, in_model, in_last, rows in seen:
@@ -522,7 +522,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
 @pytest.mark.parametrize("failure", ["disk full", "a folder in the way"])
 def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failure, tmp_path, monkeypatch,
                                                                           capsys):
-    real = cli.command.metrics_csv_writer
+    real = cli.saving.metrics_csv_writer
 
     def metrics_csv_writer(history, fields):
         if len(history["epoch"]) < 2:
@@ -538,7 +538,7 @@ def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failur
 
         return disk_full
 
-    monkeypatch.setattr(cli.command, "metrics_csv_writer", metrics_csv_writer)
+    monkeypatch.setattr(cli.saving, "metrics_csv_writer", metrics_csv_writer)
     assert cli.main(["train", *TINY, "--epochs", "3", "--out", str(tmp_path)]) == 2
     name, why = {"disk full": ("metrics.csv", "No space left on device"),
                  "a folder in the way": ("perplexity.png", "a folder is in the way")}[failure]
@@ -572,7 +572,8 @@ def test_huge_perplexities_are_printed_compactly():
     table = cli.lm.perplexity_table("scratch", 1.5e84, math.inf, {1: 17.0, 2: 10.0, 3: 6.9, 5: 5.2})
     assert "RNN (scratch)      1.5e+84         inf" in table
     assert table.endswith("(inf >= 6.90)\nand does not beat the best n-gram, the 5-gram (inf >= 5.20)")
-    table = cli.lm.perplexity_table("scratch", 300.0, 240.0, {1: 430.9, 2: 251.1, 3: 987.2, 5: 2384.3}, "LSTM")
+    baselines = {1: 430.9, 2: 251.1, 3: 987.2, 5: 2384.3}
+    table = cli.lm.perplexity_table("scratch", 300.0, 240.0, baselines, "LSTM")
     assert table.endswith("(240.00 < 987.20)\nand beats the best n-gram, the 2-gram (240.00 < 251.10)")
     trigram_best = cli.lm.perplexity_table("scratch", 5.0, 6.0, {1: 17.0, 2: 10.0, 3: 6.9, 5: 7.0})
     assert trigram_best.endswith("(6.00 < 6.90)")
@@ -647,7 +648,8 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
     assert saved["optimizer"] == "adam" and saved["t"] == 2 * steps
     assert [a.shape for a in saved["arrays"]] == [tuple(ops.shape(p)) for p in net.params] * 2
     assert np.abs(saved["arrays"][0]).max() > 0  # the first moment of W_xi moved
-    assert d2lrnn.training.checkpoint.load_optimizer_state(run / "model.npz") is None  # the best model holds weights only
+    # the best model holds weights only
+    assert d2lrnn.training.checkpoint.load_optimizer_state(run / "model.npz") is None
     # given values win over the cell's defaults, and the RNN keeps the book's
     assert cli.main(["train", *TINY, "--epochs", "1", "--cell", "gru", "--optimizer", "sgd", "--lr", "1",
                      "--out", str(tmp_path / "sgd")]) == 0

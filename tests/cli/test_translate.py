@@ -51,7 +51,7 @@ def tiny_run(tmp_path_factory):
     epoch 2 leaves)."""
     out = tmp_path_factory.mktemp("run") / "whole"
     after_epoch_1 = out.parent / "after-epoch-1"
-    real_save = cli.command.RunSaver.__call__
+    real_save = cli.saving.RunSaver.__call__
 
     def save_and_copy(self, epoch, net, history):
         real_save(self, epoch, net, history)
@@ -59,7 +59,7 @@ def tiny_run(tmp_path_factory):
             shutil.copytree(out, after_epoch_1, ignore=shutil.ignore_patterns(".lock"))
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(cli.command.RunSaver, "__call__", save_and_copy)
+        m.setattr(cli.saving.RunSaver, "__call__", save_and_copy)
         code, printed = _main(["translate-train", *SHARED_RUN, "--out", str(out)])
     assert code == 0
     return printed, out, after_epoch_1

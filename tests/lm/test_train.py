@@ -613,8 +613,9 @@ def test_timer_measures_elapsed_seconds(monkeypatch):
 
 
 def test_perplexity_overflows_to_inf_only_past_the_largest_float():
-    assert d2lrnn.training.metrics.perplexity(709.0) == pytest.approx(math.exp(709.0))  # 8.2e307: still a number
-    assert d2lrnn.training.metrics.perplexity(710.0) == math.inf
+    perplexity = d2lrnn.training.metrics.perplexity
+    assert perplexity(709.0) == pytest.approx(math.exp(709.0))  # 8.2e307: still a number
+    assert perplexity(710.0) == math.inf
     fmt = d2lrnn.training.metrics.format_perplexity
     assert (fmt(999999.994), fmt(1e6)) == ("999999.99", "1e+06")  # compact from a million on
 

@@ -20,8 +20,8 @@ import pathlib
 import d2lrnn
 
 PACKAGE = pathlib.Path(d2lrnn.__file__).resolve().parent
-LAYERS = [[("errors", "checks", "_version")], [("backends", "ops")], [("data",), ("models",)], [("training",)],
-          [("lm",), ("seq2seq",)], [("book",), ("cli",)]]
+LAYERS = [[("errors", "checks", "_version")], [("backends", "ops")], [("data",), ("models",)],
+          [("training",)], [("lm",), ("seq2seq",)], [("book",), ("cli",)]]
 LEVEL = {unit: level for level, groups in enumerate(LAYERS) for group in groups for unit in group}
 GROUP = {unit: group for groups in LAYERS for group in groups for unit in group}
 FACE = ("__init__", "__main__")  # the package face: it may import anything, and nothing imports it
