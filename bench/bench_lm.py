@@ -67,6 +67,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench._common import cpu_name, tox_python  # noqa: E402
 from bench.lm_eval import NUM_STEPS, STREAMS, describe, evaluate  # noqa: E402
 from bench.results import RESULTS, write_section  # noqa: E402
 
@@ -286,11 +287,11 @@ def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch
 
 def marks_of(epochs_curve, points):
     """For each evaluation time, the last epoch finished by then: ``[minutes, nats, tokens]``, or None."""
-    found = []
+    marks = []
     for point in points:
         done = [row for row in epochs_curve if row[0] <= point + 1e-9]
-        found.append(done[-1] if done else None)
-    return found
+        marks.append(done[-1] if done else None)
+    return marks
 
 
 def run_train(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, threads=None, log=None, warmup=0.0,
@@ -399,10 +400,6 @@ def single(args):
 
 # ------------------------------------------------------------------ the parent: every run, then the report
 
-def python_for(backend, tox_dir):
-    return pathlib.Path(tox_dir) / backend / "bin" / "python"
-
-
 def _show(path):
     path = pathlib.Path(path)
     try:
@@ -421,7 +418,7 @@ def child_command(args, spec, tox_dir):
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS"):
         env[name] = str(args.threads)
-    python = python_for(backend, tox_dir)
+    python = tox_python(backend, tox_dir)
     argv = [str(python), str(ROOT / "bench" / "bench_lm.py"), "--single", base, "--corpus", str(args.corpus),
             "--minutes", f"{args.minutes:g}", "--eval-at", *[f"{m:g}" for m in eval_points(args.minutes,
                                                                                         args.eval_at)],
@@ -443,8 +440,8 @@ def run_all(args):
     specs = list(args.runs)
     for spec in specs:
         backend, _, _ = parse_run(spec)
-        if not python_for(backend, tox_dir).exists():
-            raise BenchError(f"run {spec!r} needs {_show(python_for(backend, tox_dir))}: create it with "
+        if not tox_python(backend, tox_dir).exists():
+            raise BenchError(f"run {spec!r} needs {_show(tox_python(backend, tox_dir))}: create it with "
                              f"`tox --notest -e {backend}`, or pass --tox DIR")
     start, results = time.perf_counter(), []
     expected = len(specs) * args.minutes
@@ -468,16 +465,6 @@ def run_all(args):
     print(f"[bench_lm] all runs done in {(time.perf_counter() - start) / 60:.1f} min", file=sys.stderr,
           flush=True)
     return results
-
-
-def cpu_name():
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine():

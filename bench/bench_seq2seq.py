@@ -42,7 +42,6 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import resource
 import shlex
 import subprocess
@@ -58,6 +57,7 @@ if __name__ == "__main__":  # before NumPy or a framework starts its thread pool
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._common import cpu_name, installed_python  # noqa: E402
 from bench.results import RESULTS, write_section  # noqa: E402
 from bench.seq2seq_reference import FRAMEWORKS, LOOPS  # noqa: E402
 
@@ -240,11 +240,6 @@ def set_threads(model, backend, n):
 # ------------------------------------------------------------------ the driver
 
 
-def python_for(backend):
-    exe = ROOT / ".tox" / backend / "bin" / "python"
-    return str(exe) if exe.exists() else None
-
-
 def child_env(backend, model, threads):
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads),
@@ -321,16 +316,6 @@ def target_line(rows):
     return f"{text}: {measured}" + ("" if met is None else " yes" if met else " no")
 
 
-def cpu_name():
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def report(rows, config, rounds, threads, command, minutes=None):
     """The ``seq2seq-speed`` section's text."""
     first = rows[0]
@@ -399,7 +384,7 @@ def main(argv=None):
         return None
     pairs = []
     for backend in args.backends:
-        python = args.python or python_for(backend)
+        python = args.python or installed_python(backend)
         if python is None:
             print(f"skipping {backend}: no .tox/{backend} (run tox --notest first)", file=sys.stderr)
             continue

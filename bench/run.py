@@ -23,13 +23,13 @@ import datetime
 import json
 import os
 import pathlib
-import platform
 import subprocess
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench._common import cpu_name, installed_python  # noqa: E402
 from bench.results import other_sections  # noqa: E402
 
 BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax")
@@ -45,16 +45,12 @@ REFERENCE_LOOP = {"torch": "{layer} + nn.Linear, clip_grad_norm_, optim.SGD",
                   "jax": "nn.RNN({layer}) + nn.Dense, jax.jit step, optax clip_by_global_norm + sgd"}
 
 
-def python_for(backend):
-    exe = ROOT / ".tox" / backend / "bin" / "python"
-    return str(exe) if exe.exists() else None
-
-
 def measure(backend, model, cell, seconds, hidden=512, num_steps=35):
     env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
     which = ["--framework", backend] if model == "reference" else ["--model", model]
-    out = subprocess.run([python_for(backend), str(ROOT / "bench" / "bench_train.py"), *which, "--cell", cell,
-                          "--hidden", str(hidden), "--num-steps", str(num_steps), "--seconds", str(seconds)],
+    out = subprocess.run([installed_python(backend), str(ROOT / "bench" / "bench_train.py"), *which,
+                          "--cell", cell, "--hidden", str(hidden), "--num-steps", str(num_steps),
+                          "--seconds", str(seconds)],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -84,16 +80,6 @@ def vs_reference(rows):
     ref = {(x["backend"], x["cell"]): x["tokens_per_sec"] for x in rows if x["model"] == "reference"}
     return {(x["backend"], x["cell"], x["model"]): x["tokens_per_sec"] / ref[x["backend"], x["cell"]]
             for x in rows if x["model"] != "reference" and (x["backend"], x["cell"]) in ref}
-
-
-def cpu_name():
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def targets(rows):
@@ -174,8 +160,8 @@ def scaling(backend, seconds):
 def corpus_scaling(backend, sizes):
     """bench/bench_memory.py's table for texts of ``sizes`` MB, in the backend's environment."""
     env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
-    out = subprocess.run([python_for(backend), str(ROOT / "bench" / "bench_memory.py"), "--json", "--sizes",
-                          *map(str, sizes)], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([installed_python(backend), str(ROOT / "bench" / "bench_memory.py"), "--json",
+                          "--sizes", *map(str, sizes)], capture_output=True, text=True, env=env, check=True)
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_memory import table as memory_table
 
@@ -196,7 +182,7 @@ def main(argv=None):
     pairs = []
     for cell in args.cells:
         for backend in args.backends:
-            if python_for(backend) is None:
+            if installed_python(backend) is None:
                 print(f"skipping {backend}: no .tox/{backend} (run tox --notest first)", file=sys.stderr)
                 continue
             models = ("scratch", "concise") + (("reference",) if backend in LAYERS else ())
@@ -241,7 +227,7 @@ def main(argv=None):
     ]
     ok = targets(rows)
     if not args.skip_memory:
-        default = "numpy" if python_for("numpy") else args.backends[0]
+        default = "numpy" if installed_python("numpy") else args.backends[0]
         corpus_rows, corpus_table = corpus_scaling(default, args.memory_sizes)
         sizes_rows, sizes_table = scaling(default, args.seconds)
         big = [r for r in corpus_rows if r["bytes_per_char"] is not None]

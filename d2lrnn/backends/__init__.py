@@ -2,9 +2,9 @@
 
 Each framework lives in one module of this package (``numpy.py``, ``torch.py``,
 ``tensorflow.py``, ``mxnet.py``, ``jax.py``) that defines every name in :data:`SHIM_FUNCTIONS`
-with the same signature. Code above the shim calls them through
-:mod:`d2lrnn.ops` (or ``d2l.<name>``), which forwards to the active backend.
-A new backend is one new module here plus one tox env: the list of valid names
+with the signature :mod:`d2lrnn.backends._spec` declares, where each function's docstring is written
+once. Code above the shim calls them through :mod:`d2lrnn.ops` (or ``d2l.<name>``), which forwards to
+the active backend. A new backend is one new module here plus one tox env: the list of valid names
 is read from this folder.
 
 Recurrent layers: a backend does not implement them. ``native_rnn()`` returns a
@@ -15,8 +15,7 @@ the adapter live above the shim, in :mod:`d2lrnn.models`.
 The book's own framework cells: ``in_place_hooks()`` returns an :class:`InPlaceHooks` declaring how the
 framework trains in place (attached gradients, variables, running a module with other parameter
 values, the module classes ``d2l.Encoder`` and friends derive from), or None where tensors carry no
-gradients (NumPy, JAX); :mod:`d2lrnn.inplace`, :mod:`d2lrnn.models.module` and
-:mod:`d2lrnn.seq2seq.modules` use it.
+gradients (NumPy, JAX); :mod:`d2lrnn.book` uses it.
 """
 
 
@@ -27,7 +26,7 @@ import os
 import pkgutil
 
 from ..errors import BackendError
-from . import _common
+from . import _common, _spec
 
 # The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
 # iterators): public here, so that code above the shim never reaches into the backends' private helpers.
@@ -39,37 +38,7 @@ from ._common import (  # noqa: F401 - part of this package's API
     generator_state_kept,
     set_generator_state,
 )
-
-#: Every function a backend must define, with one signature across backends.
-SHIM_FUNCTIONS = (
-    # creating and converting tensors
-    "normal", "uniform", "zeros", "ones", "zeros_like", "arange", "tensor", "from_numpy", "to_numpy",
-    "astype", "shape", "size", "is_tensor",
-    # shaping
-    "reshape", "transpose", "concat", "stack", "unstack", "take",
-    # arithmetic and activations
-    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "log", "sqrt", "abs",
-    "maximum", "minimum",
-    # reductions
-    "sum", "mean", "max", "argmax",
-    # classification helpers
-    "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
-    # the framework's own recurrent layers (a NativeRNN declaration, or None), dropout
-    "native_rnn", "dropout",
-    # the book's in-place training on the framework (an InPlaceHooks declaration, or None)
-    "in_place_hooks",
-    # randomness, gradients, compilation, devices
-    "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
-    "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",
-)
-
-#: The book's other names for shim functions (``d2l.reduce_sum`` and so on).
-ALIASES = {
-    "reduce_sum": "sum",
-    "reduce_mean": "mean",
-    "numpy": "to_numpy",
-    "to": "to_device",
-}
+from ._spec import ALIASES, SHIM_FUNCTIONS  # noqa: F401 - part of this package's API
 
 DEFAULT_BACKEND = "numpy"
 ENV_VAR = "D2LRNN_BACKEND"
@@ -112,9 +81,13 @@ def load_backend(name):
     if name not in _modules:
         _common.keep_freed_memory()
         try:
-            _modules[name] = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"{__name__}.{name}")
         except BackendError as err:
             raise BackendError(str(err)) from None
+        for function in SHIM_FUNCTIONS:  # the contract's docstrings, written once in _spec.py
+            with contextlib.suppress(AttributeError, TypeError):  # a framework's own function: its own
+                getattr(module, function).__doc__ = getattr(_spec, function).__doc__
+        _modules[name] = module
     return _modules[name]
 
 

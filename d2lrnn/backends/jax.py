@@ -59,69 +59,58 @@ def _as_array(a, dtype=None):
 
 
 def normal(mean, std, shape, device=None):
-    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
     return jnp.asarray(_common.normal_numpy(mean, std, shape))
 
 
 def uniform(low, high, shape, device=None):
-    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
     return jnp.asarray(_common.uniform_numpy(low, high, shape))
 
 
 def zeros(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of zeros."""
     return jnp.zeros(shape, dtype=_jax_dtype(dtype) or _common.FLOAT)
 
 
 def ones(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of ones."""
     return jnp.ones(shape, dtype=_jax_dtype(dtype) or _common.FLOAT)
 
 
 def zeros_like(x):
-    """Zeros with the shape and dtype of ``x``."""
     return jnp.zeros_like(x)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
     return _as_array(_common.arange_numpy(start, stop, step, dtype))
 
 
 def tensor(data, dtype=None, device=None):
-    """A tensor from Python data or an array: floats become float32, integers int64."""
     if isinstance(data, jax.Array):
         return data if dtype is None else data.astype(_jax_dtype(dtype))
     return _as_array(data, dtype)
 
 
 def from_numpy(array, device=None):
-    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     return _as_array(array)
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x`` (a writable copy: JAX's own view is read-only)."""
+    # A NumPy array with the values of ``x`` (a writable copy: JAX's own view is read-only).
     return np.array(x)
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
     return jnp.asarray(x).astype(_jax_dtype(dtype))
 
 
 def shape(x):
-    """The shape of ``x`` as a tuple of ints."""
     return tuple(jnp.shape(x))
 
 
 def size(x):
-    """The number of elements of ``x``."""
     return int(jnp.size(x))
 
 
 def is_tensor(x):
-    """True if ``x`` is a tensor of this backend (a concrete array or one being traced)."""
+    # True if ``x`` is a tensor of this backend (a concrete array or one being traced).
     return isinstance(x, jax.Array)
 
 
@@ -129,33 +118,27 @@ def is_tensor(x):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
     return jnp.reshape(x, shape)
 
 
 def transpose(x, axes=None):
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
     return jnp.transpose(x, axes)
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis."""
     return jnp.concatenate(list(tensors), axis=axis)
 
 
 def stack(tensors, axis=0):
-    """Join tensors along a new axis."""
     return jnp.stack(list(tensors), axis=axis)
 
 
 def unstack(x, axis=0):
-    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     # Static slices: ``jnp.take`` would lower each to a gather, which XLA's CPU code runs far slower.
     return [jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(jnp.shape(x)[axis])]
 
 
 def take(x, indices, axis=0):
-    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
     return jnp.take(x, jnp.asarray(indices), axis=axis)
 
 
@@ -163,68 +146,56 @@ def take(x, indices, axis=0):
 
 
 def matmul(a, b):
-    """Matrix product (batched over leading axes)."""
     return jnp.matmul(a, b)
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
     Y = jnp.matmul(X, W.T)
     return Y if b is None else Y + b
 
 
 def prepack_linear(W):
-    """``W`` laid out for fast repeated ``linear(X, W)``: XLA chooses layouts itself, so unchanged."""
+    # ``W`` laid out for fast repeated ``linear(X, W)``: XLA chooses layouts itself, so unchanged.
     return W
 
 
 def tanh(x):
-    """Elementwise tanh."""
     return jnp.tanh(x)
 
 
 def tanh_grad(Y, dY):
-    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
     return dY * (1.0 - Y * Y)
 
 
 def sigmoid(x):
-    """Elementwise 1 / (1 + exp(-x))."""
     return jax.nn.sigmoid(x)
 
 
 def relu(x):
-    """Elementwise max(x, 0)."""
     return jnp.maximum(x, 0.0)
 
 
 def exp(x):
-    """Elementwise e^x."""
     return jnp.exp(x)
 
 
 def log(x):
-    """Elementwise natural logarithm."""
     return jnp.log(x)
 
 
 def sqrt(x):
-    """Elementwise square root."""
     return jnp.sqrt(x)
 
 
 def abs(x):  # noqa: A001 - the shim's name
-    """Elementwise |x|."""
     return jnp.abs(x)
 
 
 def maximum(x, y):
-    """Elementwise maximum (either argument may be a Python number)."""
     return jnp.maximum(x, y)
 
 
 def minimum(x, y):
-    """Elementwise minimum (either argument may be a Python number)."""
     return jnp.minimum(x, y)
 
 
@@ -232,22 +203,18 @@ def minimum(x, y):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes when None)."""
     return jnp.mean(x, axis=axis, keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (all axes when None)."""
     return jnp.max(x, axis=axis, keepdims=keepdims)
 
 
 def argmax(x, axis=None):
-    """Index (int64) of the largest entry along ``axis``."""
     return jnp.argmax(x, axis=axis).astype(np.int64)
 
 
@@ -255,22 +222,18 @@ def argmax(x, axis=None):
 
 
 def one_hot(indices, depth):
-    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
     return jax.nn.one_hot(jnp.asarray(indices), depth, dtype=_common.FLOAT)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along ``axis``."""
     return jax.nn.softmax(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - log(sum(exp(x))) along ``axis``, computed stably."""
     return jax.nn.log_softmax(x, axis=axis)
 
 
 def softmax_cross_entropy(logits, labels):
-    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
     labels = jnp.reshape(jnp.asarray(labels), (-1,))
     picked = jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0]
     return jax.nn.logsumexp(logits, axis=-1) - picked
@@ -410,12 +373,12 @@ _NATIVE = _common.NativeRNN(
 
 
 def native_rnn():
-    """Flax's ``SimpleCell``, ``GRUCell`` and ``OptimizedLSTMCell``, declared for d2lrnn's adapter."""
+    # Flax's ``SimpleCell``, ``GRUCell`` and ``OptimizedLSTMCell``, declared for d2lrnn's adapter.
     return _NATIVE
 
 
 def in_place_hooks():
-    """JAX arrays are immutable and carry no gradients: only the functional forms apply."""
+    # JAX arrays are immutable and carry no gradients: only the functional forms apply.
     return None
 
 
@@ -448,7 +411,6 @@ _keys = _Keys()
 
 
 def dropout(x, p):
-    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p) (inverted dropout)."""
     keep = jax.random.bernoulli(_keys.next(), 1.0 - p, jnp.shape(x))
     return jnp.where(keep, x / (1.0 - p), 0.0).astype(x.dtype)
 
@@ -457,23 +419,19 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator (parameters and data come from it) and dropout's JAX key."""
+    # Seed the shared NumPy generator (parameters and data come from it) and dropout's JAX key.
     global _keys
     _common.seed(seed)
     _keys = _Keys(int(seed))
 
 
 def detach(x):
-    """``x`` without gradient tracking (``jax.lax.stop_gradient``)."""
+    # ``x`` without gradient tracking (``jax.lax.stop_gradient``).
     return jax.lax.stop_gradient(x)
 
 
 def value_and_grad(f, has_aux=False):
-    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with ``jax.value_and_grad``.
-
-    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
-    """
+    # ``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with ``jax.value_and_grad``.
     vg = jax.value_and_grad(lambda params, *args: f(list(params), *args), has_aux=has_aux)
 
     def wrapped(params, *args):
@@ -487,11 +445,8 @@ def value_and_grad(f, has_aux=False):
 
 
 def custom_vjp(fwd, bwd):
-    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
-
-    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs; ``bwd(residuals,
-    *output_grads) -> input_grads`` returns one gradient per argument.
-    """
+    # ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs; ``bwd(residuals,
+    # *output_grads) -> input_grads`` returns one gradient per argument.
 
     @jax.custom_vjp
     def f(*args):
@@ -509,11 +464,10 @@ def custom_vjp(fwd, bwd):
 
 
 def compile(fn):  # noqa: A001
-    """``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout.
-
-    Arguments that are not arrays (Python numbers, None) are part of what the compiled program is
-    specialised on, as ``jax.jit`` requires.
-    """
+    # ``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout.
+    #
+    # Arguments that are not arrays (Python numbers, None) are part of what the compiled program is
+    # specialised on, as ``jax.jit`` requires.
 
     def keyed(key, *args):
         with _keys.tracing(key):
@@ -529,7 +483,7 @@ def compile(fn):  # noqa: A001
 
 
 def try_gpu(i=0):
-    """GPU ``i`` if JAX sees one, else the CPU."""
+    # GPU ``i`` if JAX sees one, else the CPU.
     gpus = [d for d in jax.devices() if d.platform == "gpu"] if _has_gpu() else []
     return gpus[i] if len(gpus) > i else cpu()
 
@@ -542,21 +496,20 @@ def _has_gpu():
 
 
 def cpu():
-    """The CPU device."""
     return jax.devices("cpu")[0]
 
 
 def num_gpus():
-    """How many GPUs JAX sees."""
+    # How many GPUs JAX sees.
     return len(jax.devices("gpu")) if _has_gpu() else 0
 
 
 def to_device(x, device):
-    """``x`` placed on ``device``."""
+    # ``x`` placed on ``device``.
     return jax.device_put(x, device)
 
 
 def set_num_threads(n):
-    """XLA's CPU thread pool is sized when JAX starts: recorded for a process started afterwards."""
+    # XLA's CPU thread pool is sized when JAX starts: recorded for a process started afterwards.
     flags = f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={int(n)}"
     os.environ.setdefault("XLA_FLAGS", flags)

@@ -52,27 +52,22 @@ def _axis(x, axis):
 
 
 def normal(mean, std, shape, device=None):
-    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.normal_numpy(mean, std, shape), device)
 
 
 def uniform(low, high, shape, device=None):
-    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.uniform_numpy(low, high, shape), device)
 
 
 def zeros(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of zeros."""
     return nd.zeros(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
 
 
 def ones(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of ones."""
     return nd.ones(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
 
 
 def zeros_like(x):
-    """Zeros with the shape and dtype of ``x``."""
     return nd.zeros_like(x)
 
 
@@ -86,13 +81,11 @@ def _book_dtype(a, dtype=None):
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
     a = _common.arange_numpy(start, stop, step, dtype)
     return nd.array(a, ctx=device, dtype=_book_dtype(a, dtype))
 
 
 def tensor(data, dtype=None, device=None):
-    """A tensor from Python data or an array: floats become float32, integers int64."""
     if isinstance(data, nd.NDArray):
         return data if dtype is None else data.astype(np.dtype(dtype))
     a = _common.as_numpy(data, dtype)  # not through from_numpy, whose defaults would override ``dtype``
@@ -100,33 +93,27 @@ def tensor(data, dtype=None, device=None):
 
 
 def from_numpy(array, device=None):
-    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     a = _common.as_numpy(array)
     return nd.array(a, ctx=device, dtype=_book_dtype(a))
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x`` (no gradient attached)."""
     return x.asnumpy() if isinstance(x, nd.NDArray) else np.asarray(x)
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
     return x.astype(np.dtype(dtype))
 
 
 def shape(x):
-    """The shape of ``x`` as a tuple of ints."""
     return tuple(x.shape)
 
 
 def size(x):
-    """The number of elements of ``x``."""
     return x.size
 
 
 def is_tensor(x):
-    """True if ``x`` is a tensor of this backend."""
     return isinstance(x, nd.NDArray)
 
 
@@ -134,29 +121,24 @@ def is_tensor(x):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
     return x.reshape(tuple(shape))
 
 
 def transpose(x, axes=None):
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
     return nd.transpose(x, axes=tuple(axes) if axes is not None else ())
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis."""
     tensors = list(tensors)
     return nd.concat(*tensors, dim=_axis(tensors[0], axis))
 
 
 def stack(tensors, axis=0):
-    """Join tensors along a new axis."""
     tensors = list(tensors)
     return nd.stack(*tensors, axis=axis % (tensors[0].ndim + 1))
 
 
 def unstack(x, axis=0):
-    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     axis = _axis(x, axis)
     n = x.shape[axis]
     if axis == 0 and not autograd.is_recording():
@@ -170,7 +152,6 @@ def unstack(x, axis=0):
 
 
 def take(x, indices, axis=0):
-    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
     return nd.take(x, indices, axis=_axis(x, axis))
 
 
@@ -204,7 +185,6 @@ def _blas(k, n):
 
 
 def matmul(a, b):
-    """Matrix product (batched over leading axes)."""
     if a.ndim == 3 and b.ndim == 3:
         return nd.batch_dot(a, b)
     if a.ndim == 2 and b.ndim == 2 and not _blas(*b.shape):
@@ -214,12 +194,9 @@ def matmul(a, b):
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it.
-
-    One operator where it can: with OpenBLAS (see ``BLAS_PRODUCTS``), X W^T + B for a full (rows, out)
-    matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b
-    is FullyConnected's bias.
-    """
+    # One operator where it can: with OpenBLAS (see ``BLAS_PRODUCTS``), X W^T + B for a full (rows, out)
+    # matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b
+    # is FullyConnected's bias.
     n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
     if _blas(k, n):
         if b is not None and b.shape == (X.shape[0], n):
@@ -233,62 +210,51 @@ def linear(X, W, b=None):
 
 
 def prepack_linear(W):
-    """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
-
-    MXNet arrays have one layout, which FullyConnected and OpenBLAS both read as it is: unchanged.
-    """
+    # MXNet arrays have one layout, which FullyConnected and OpenBLAS both read as it is: unchanged.
     return W
 
 
 def tanh(x):
-    """Elementwise tanh (oneDNN's vectorised kernel: ~3x faster than ``nd.tanh`` here)."""
+    # Elementwise tanh (oneDNN's vectorised kernel: ~3x faster than ``nd.tanh`` here).
     return nd.Activation(x, act_type="tanh")
 
 
 def tanh_grad(Y, dY):
-    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
     if autograd.is_recording():  # MXNet cannot differentiate its own backward kernel
         return dY * (1.0 - Y * Y)
     return nd._internal._backward_tanh(dY, Y)  # one operator instead of three
 
 
 def sigmoid(x):
-    """Elementwise 1 / (1 + exp(-x)) (oneDNN's vectorised kernel, as for ``tanh``)."""
+    # Elementwise 1 / (1 + exp(-x)) (oneDNN's vectorised kernel, as for ``tanh``).
     return nd.Activation(x, act_type="sigmoid")
 
 
 def relu(x):
-    """Elementwise max(x, 0)."""
     return nd.relu(x)
 
 
 def exp(x):
-    """Elementwise e^x."""
     return nd.exp(x)
 
 
 def log(x):
-    """Elementwise natural logarithm."""
     return nd.log(x)
 
 
 def sqrt(x):
-    """Elementwise square root."""
     return nd.sqrt(x)
 
 
 def abs(x):  # noqa: A001
-    """Elementwise |x|."""
     return nd.abs(x)
 
 
 def maximum(x, y):
-    """Elementwise maximum (either argument may be a Python number)."""
     return nd.maximum(x, y)
 
 
 def minimum(x, y):
-    """Elementwise minimum (either argument may be a Python number)."""
     return nd.minimum(x, y)
 
 
@@ -314,7 +280,6 @@ def _ones_like_shape(shape, device, dtype):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
     if axis is None and x.size >= 8192 and x.dtype in (np.float32, np.float64):
         # Products with ones (BLAS matrix-vector, then a dot): nd.sum's reduction kernel adds about
         # 170 million floats a second (1.6 ms for a 512 x 512 gradient in clipping), these 0.2 ms.
@@ -330,17 +295,14 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes when None)."""
     return _reduce(nd.mean, x, axis, keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (all axes when None)."""
     return _reduce(nd.max, x, axis, keepdims)
 
 
 def argmax(x, axis=None):
-    """Index (int64) of the largest entry along ``axis``."""
     if axis is None:
         return nd.argmax(x.reshape((-1,)), axis=0).astype(np.int64).reshape(())
     return nd.argmax(x, axis=_axis(x, axis)).astype(np.int64)
@@ -350,24 +312,20 @@ def argmax(x, axis=None):
 
 
 def one_hot(indices, depth):
-    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
     return nd.one_hot(indices, depth, dtype="float32")
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along ``axis``."""
     return nd.softmax(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - log(sum(exp(x))) along ``axis``, computed stably."""
     # MXNet's own log_softmax loses ~1e-4 relative accuracy near 0; the shifted form does not.
     shifted = x - nd.max(x, axis=axis, keepdims=True).detach()
     return shifted - nd.log(nd.sum(nd.exp(shifted), axis=axis, keepdims=True))
 
 
 def softmax_cross_entropy(logits, labels):
-    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
     # log_softmax's numbers, picked before the second subtraction: log sum exp(s) - s[label] for the
     # shifted logits s equals -(s - log sum exp(s))[label] bit for bit, with one (n, classes)
     # broadcast operation fewer to record and differentiate.
@@ -447,7 +405,7 @@ _NATIVE = _common.NativeRNN(
 
 
 def native_rnn():
-    """Gluon's ``rnn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    # Gluon's ``rnn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``).
     return _NATIVE
 
 
@@ -516,13 +474,12 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
 
 
 def in_place_hooks():
-    """``attach_grad()`` and ``l.backward()`` put a gradient on every parameter; the book's ``sgd`` and
-    ``grad_clipping`` rewrite parameters and gradients in place (see ``InPlaceHooks``)."""
+    # ``attach_grad()`` and ``l.backward()`` put a gradient on every parameter; the book's ``sgd`` and
+    # ``grad_clipping`` rewrite parameters and gradients in place (see ``InPlaceHooks``).
     return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):
-    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return nd.Dropout(x, p=p, mode="always")
 
 
@@ -530,22 +487,17 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator and MXNet's own (used by dropout)."""
+    # Seed the shared NumPy generator and MXNet's own (used by dropout).
     _common.seed(seed)
     mx.random.seed(int(seed))
 
 
 def detach(x):
-    """``x`` without gradient tracking."""
     return x.detach()
 
 
 def value_and_grad(f, has_aux=False):
-    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with autograd.record().
-
-    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
-    """
+    # ``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with autograd.record().
 
     def wrapped(params, *args):
         leaves = [p.detach() for p in params]  # fresh handles: the caller's arrays keep no grad
@@ -571,12 +523,6 @@ def value_and_grad(f, has_aux=False):
 
 
 def custom_vjp(fwd, bwd):
-    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
-
-    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
-    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
-    argument (an output that was not used gets a zero gradient).
-    """
 
     class Function(autograd.Function):
         def forward(self, *args):
@@ -626,32 +572,30 @@ def _leaf(x):
 
 
 def compile(fn):  # noqa: A001
-    """MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged."""
+    # MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged.
     return fn
 
 
 def try_gpu(i=0):
-    """GPU ``i`` if there is one, else the CPU."""
     return mx.gpu(i) if num_gpus() > i else cpu()
 
 
 def cpu():
-    """The CPU device."""
     return mx.cpu()
 
 
 def num_gpus():
-    """How many GPUs MXNet sees."""
+    # How many GPUs MXNet sees.
     return mx.context.num_gpus()
 
 
 def to_device(x, device):
-    """``x`` copied to ``device`` (no copy if it is already there)."""
     return x.as_in_context(device)
 
 
 def set_num_threads(n):
-    """MXNet fixes its thread pool at start-up (set OMP_NUM_THREADS); nothing to change here."""
+    # MXNet fixes its thread pool at start-up (set OMP_NUM_THREADS); nothing to change here.
+    pass
 
 
 # -- the book's mxnet.np arrays --------------------------------------------------------------

@@ -17,71 +17,58 @@ from . import _common
 
 
 def normal(mean, std, shape, device=None):
-    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
     return _common.normal_numpy(mean, std, shape)
 
 
 def uniform(low, high, shape, device=None):
-    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
     return _common.uniform_numpy(low, high, shape)
 
 
 def zeros(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of zeros."""
     return np.zeros(shape, dtype=dtype or _common.FLOAT)
 
 
 def ones(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of ones."""
     return np.ones(shape, dtype=dtype or _common.FLOAT)
 
 
 def zeros_like(x):
-    """Zeros with the shape and dtype of ``x``."""
     return np.zeros_like(x)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
     return _common.arange_numpy(start, stop, step, dtype)
 
 
 def tensor(data, dtype=None, device=None):
-    """A tensor from Python data or an array: floats become float32, integers int64."""
     return _common.as_numpy(data, dtype)
 
 
 def from_numpy(array, device=None):
-    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     return _common.as_numpy(array)
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x`` (no gradient attached)."""
     while hasattr(x, "_value"):  # an autograd box, possibly nested
         x = x._value
     return np.asarray(x)
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
     if hasattr(x, "_value"):  # an autograd box: its astype has a gradient, anp.asarray has none
         return x.astype(dtype)
     return np.asarray(x).astype(dtype)
 
 
 def shape(x):
-    """The shape of ``x`` as a tuple of ints."""
     return tuple(anp.shape(x))
 
 
 def size(x):
-    """The number of elements of ``x``."""
     return int(anp.size(x))
 
 
 def is_tensor(x):
-    """True if ``x`` is a tensor of this backend."""
     return isinstance(x, np.ndarray) or hasattr(x, "_value")
 
 
@@ -89,34 +76,28 @@ def is_tensor(x):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
     return anp.reshape(x, shape)
 
 
 def transpose(x, axes=None):
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
     return anp.transpose(x, axes)
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis."""
     return anp.concatenate(tuple(tensors), axis=axis)
 
 
 def stack(tensors, axis=0):
-    """Join tensors along a new axis."""
     return anp.stack(tuple(tensors), axis=axis)
 
 
 def unstack(x, axis=0):
-    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     if axis == 0:
         return [x[i] for i in range(anp.shape(x)[0])]
     return [anp.squeeze(t, axis) for t in anp.split(x, anp.shape(x)[axis], axis)]
 
 
 def take(x, indices, axis=0):
-    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
     indices = to_numpy(indices)
     axis = axis % len(anp.shape(x))
     if axis == 0 and anp.ndim(x) == 2:
@@ -148,12 +129,10 @@ autograd.extend.defvjp(_take_rows, _take_rows_vjp, None)
 
 
 def matmul(a, b):
-    """Matrix product (batched over leading axes)."""
     return anp.matmul(a, b)
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
     if to_numpy(W).flags.f_contiguous:  # W is a transposed view: W^T is a plain row-major matrix
         Y = anp.matmul(X, anp.transpose(W))
     else:
@@ -164,20 +143,14 @@ def linear(X, W, b=None):
 
 
 def prepack_linear(W):
-    """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
-
-    ``linear`` itself picks the faster product form for either layout: unchanged.
-    """
     return W
 
 
 def tanh(x):
-    """Elementwise tanh."""
     return anp.tanh(x)
 
 
 def tanh_grad(Y, dY):
-    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
     if isinstance(Y, np.ndarray) and isinstance(dY, np.ndarray):
         out = np.multiply(Y, Y)  # not being differentiated: one buffer, updated in place
         np.subtract(1.0, out, out=out)
@@ -186,42 +159,35 @@ def tanh_grad(Y, dY):
 
 
 def sigmoid(x):
-    """Elementwise 1 / (1 + exp(-x)), computed as (tanh(x/2) + 1) / 2 to avoid overflow."""
+    # Elementwise 1 / (1 + exp(-x)), computed as (tanh(x/2) + 1) / 2 to avoid overflow.
     return 0.5 * (anp.tanh(0.5 * x) + 1.0)
 
 
 def relu(x):
-    """Elementwise max(x, 0)."""
     return anp.maximum(x, 0.0)
 
 
 def exp(x):
-    """Elementwise e^x."""
     return anp.exp(x)
 
 
 def log(x):
-    """Elementwise natural logarithm."""
     return anp.log(x)
 
 
 def sqrt(x):
-    """Elementwise square root."""
     return anp.sqrt(x)
 
 
 def abs(x):  # noqa: A001 - the shim's name
-    """Elementwise |x|."""
     return anp.abs(x)
 
 
 def maximum(x, y):
-    """Elementwise maximum (either argument may be a Python number)."""
     return anp.maximum(x, y)
 
 
 def minimum(x, y):
-    """Elementwise minimum (either argument may be a Python number)."""
     return anp.minimum(x, y)
 
 
@@ -229,12 +195,10 @@ def minimum(x, y):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
     return anp.sum(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes when None)."""
     # sum / count rather than anp.mean: autograd's mean gradient divides by a NumPy int64,
     # which under NumPy 2's promotion rules turns float32 gradients into float64 (and every
     # product downstream of the loss into a slow mixed-precision one).
@@ -250,7 +214,6 @@ def mean(x, axis=None, keepdims=False):
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (all axes when None)."""
     return _max(x, axis, keepdims)
 
 
@@ -276,7 +239,6 @@ autograd.extend.defvjp(_max, _max_vjp, None, None)
 
 
 def argmax(x, axis=None):
-    """Index (int64) of the largest entry along ``axis``."""
     return np.argmax(to_numpy(x), axis=axis).astype(np.int64)
 
 
@@ -284,12 +246,10 @@ def argmax(x, axis=None):
 
 
 def one_hot(indices, depth):
-    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
     return np.eye(depth, dtype=_common.FLOAT)[to_numpy(indices)]
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along ``axis``."""
     return anp.exp(log_softmax(x, axis))
 
 
@@ -301,12 +261,10 @@ def _logsumexp(x, axis=-1, keepdims=False):
 
 
 def log_softmax(x, axis=-1):
-    """x - log(sum(exp(x))) along ``axis``, computed stably."""
     return x - _logsumexp(x, axis=axis, keepdims=True)
 
 
 def softmax_cross_entropy(logits, labels):
-    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
     labels = to_numpy(labels).reshape(-1)
     return _logsumexp(logits, axis=-1) - _pick(logits, labels)
 
@@ -332,13 +290,10 @@ autograd.extend.defvjp(_pick, _pick_vjp, None)
 
 
 def native_rnn():
-    """NumPy has no recurrent layers of its own: the cells' recurrences (d2lrnn.models) serve."""
     return None
 
 
 def in_place_hooks():
-    """NumPy arrays carry no gradients and HIPS autograd is functional: the book's in-place forms do not
-    apply (``d2l.value_and_grad`` gives the gradients, ``d2l.sgd(params, grads, lr)`` new parameters)."""
     return None
 
 
@@ -346,11 +301,8 @@ _dropout_rng = np.random.default_rng(0)
 
 
 def dropout(x, p):
-    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p) (inverted dropout).
-
-    The mask comes from a generator of its own, reset by ``manual_seed``, so dropout does not
-    shift the numbers the shared generator gives to parameters and data.
-    """
+    # The mask comes from a generator of its own, reset by ``manual_seed``, so dropout does not
+    # shift the numbers the shared generator gives to parameters and data.
     keep = (_dropout_rng.random(anp.shape(x)) >= p).astype(anp.result_type(x))
     return x * (keep / keep.dtype.type(1 - p))
 
@@ -359,23 +311,16 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator (parameters and data come from it) and dropout's own."""
     global _dropout_rng
     _common.seed(seed)
     _dropout_rng = np.random.default_rng(int(seed))
 
 
 def detach(x):
-    """``x`` without gradient tracking."""
     return to_numpy(x)
 
 
 def value_and_grad(f, has_aux=False):
-    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with HIPS autograd.
-
-    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
-    """
     if has_aux:
         # grad_and_aux differentiates the first output and hands back the second unboxed.
         def value_then_aux(params, *args):
@@ -401,12 +346,6 @@ def value_and_grad(f, has_aux=False):
 
 
 def custom_vjp(fwd, bwd):
-    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
-
-    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
-    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
-    argument (an output that was not used gets a zero gradient).
-    """
     last = {}
 
     @primitive
@@ -431,30 +370,26 @@ def custom_vjp(fwd, bwd):
 
 
 def compile(fn):  # noqa: A001
-    """NumPy has no compiler: the function is returned unchanged."""
     return fn
 
 
 def try_gpu(i=0):
-    """NumPy runs on the CPU only: always ``cpu()``."""
+    # NumPy runs on the CPU only: always ``cpu()``.
     return cpu()
 
 
 def cpu():
-    """The CPU device."""
     return "cpu"
 
 
 def num_gpus():
-    """NumPy sees no GPUs."""
     return 0
 
 
 def to_device(x, device):
-    """NumPy arrays always live on the CPU: ``x`` unchanged."""
+    # NumPy arrays always live on the CPU: ``x`` unchanged.
     return x
 
 
 def set_num_threads(n):
-    """BLAS threads are fixed when NumPy starts (set OMP_NUM_THREADS); recorded for reference."""
     os.environ.setdefault("OMP_NUM_THREADS", str(int(n)))

@@ -39,39 +39,32 @@ def _on(device):
 
 
 def normal(mean, std, shape, device=None):
-    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.normal_numpy(mean, std, shape), device)
 
 
 def uniform(low, high, shape, device=None):
-    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.uniform_numpy(low, high, shape), device)
 
 
 def zeros(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of zeros."""
     with _on(device):
         return tf.zeros(shape, dtype=tf.as_dtype(np.dtype(dtype or _common.FLOAT)))
 
 
 def ones(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of ones."""
     with _on(device):
         return tf.ones(shape, dtype=tf.as_dtype(np.dtype(dtype or _common.FLOAT)))
 
 
 def zeros_like(x):
-    """Zeros with the shape and dtype of ``x``."""
     return tf.zeros_like(x)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
     return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
 
 
 def tensor(data, dtype=None, device=None):
-    """A tensor from Python data or an array: floats become float32, integers int64."""
     if tf.is_tensor(data):
         return data if dtype is None else tf.cast(data, tf.as_dtype(np.dtype(dtype)))
     with _on(device):  # not through from_numpy, whose float32/int64 defaults would override ``dtype``
@@ -79,33 +72,27 @@ def tensor(data, dtype=None, device=None):
 
 
 def from_numpy(array, device=None):
-    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     with _on(device):
         return tf.constant(_common.as_numpy(array))
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x`` (no gradient attached)."""
     return np.asarray(x.numpy() if hasattr(x, "numpy") else x)  # .numpy() of a 0-d tensor is a NumPy scalar
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
     return tf.cast(x, tf.as_dtype(np.dtype(dtype)))
 
 
 def shape(x):
-    """The shape of ``x`` as a tuple of ints."""
     return tuple(x.shape)
 
 
 def size(x):
-    """The number of elements of ``x``."""
     return int(np.prod(x.shape))
 
 
 def is_tensor(x):
-    """True if ``x`` is a tensor of this backend."""
     return tf.is_tensor(x)
 
 
@@ -113,12 +100,10 @@ def is_tensor(x):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
     return tf.reshape(x, shape)
 
 
 def transpose(x, axes=None):
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
     rank = x.shape.rank if tf.is_tensor(x) else None
     if rank is not None and x.dtype in (tf.int32, tf.int64):
         # With oneDNN on, TensorFlow's Transpose logs an error line for integer tensors ("oneDNN
@@ -131,22 +116,18 @@ def transpose(x, axes=None):
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis."""
     return tf.concat(list(tensors), axis=axis)
 
 
 def stack(tensors, axis=0):
-    """Join tensors along a new axis."""
     return tf.stack(list(tensors), axis=axis)
 
 
 def unstack(x, axis=0):
-    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     return tf.unstack(x, axis=axis)
 
 
 def take(x, indices, axis=0):
-    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
     return tf.gather(x, indices, axis=axis)
 
 
@@ -154,71 +135,56 @@ def take(x, indices, axis=0):
 
 
 def matmul(a, b):
-    """Matrix product (batched over leading axes)."""
     return tf.matmul(a, b)
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it."""
     Y = tf.matmul(X, W, transpose_b=True)
     return Y if b is None else Y + b
 
 
 def prepack_linear(W):
-    """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
-
-    TensorFlow tensors have one layout and its matmul takes the transpose as a flag: unchanged.
-    """
+    # TensorFlow tensors have one layout and its matmul takes the transpose as a flag: unchanged.
     return W
 
 
 def tanh(x):
-    """Elementwise tanh."""
     return tf.tanh(x)
 
 
 def tanh_grad(Y, dY):
-    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
     return tf.raw_ops.TanhGrad(y=Y, dy=dY)  # the kernel tf.tanh's own gradient uses
 
 
 def sigmoid(x):
-    """Elementwise 1 / (1 + exp(-x))."""
     return tf.sigmoid(x)
 
 
 def relu(x):
-    """Elementwise max(x, 0)."""
     return tf.nn.relu(x)
 
 
 def exp(x):
-    """Elementwise e^x."""
     return tf.exp(x)
 
 
 def log(x):
-    """Elementwise natural logarithm."""
     return tf.math.log(x)
 
 
 def sqrt(x):
-    """Elementwise square root."""
     return tf.sqrt(x)
 
 
 def abs(x):  # noqa: A001
-    """Elementwise |x|."""
     return tf.abs(x)
 
 
 def maximum(x, y):
-    """Elementwise maximum (either argument may be a Python number)."""
     return tf.maximum(x, y)
 
 
 def minimum(x, y):
-    """Elementwise minimum (either argument may be a Python number)."""
     return tf.minimum(x, y)
 
 
@@ -226,22 +192,18 @@ def minimum(x, y):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
     return tf.reduce_sum(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes when None)."""
     return tf.reduce_mean(x, axis=axis, keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (all axes when None)."""
     return tf.reduce_max(x, axis=axis, keepdims=keepdims)
 
 
 def argmax(x, axis=None):
-    """Index (int64) of the largest entry along ``axis``."""
     if axis is None:
         return tf.argmax(tf.reshape(x, [-1]), axis=0)
     return tf.argmax(x, axis=axis)
@@ -251,22 +213,18 @@ def argmax(x, axis=None):
 
 
 def one_hot(indices, depth):
-    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
     return tf.one_hot(indices, depth, dtype=tf.float32)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along ``axis``."""
     return tf.nn.softmax(x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - log(sum(exp(x))) along ``axis``, computed stably."""
     return tf.nn.log_softmax(x, axis=axis)
 
 
 def softmax_cross_entropy(logits, labels):
-    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.reshape(labels, [-1]), logits=logits)
 
@@ -395,7 +353,7 @@ _NATIVE = _common.NativeRNN(
 
 
 def native_rnn():
-    """Keras's ``SimpleRNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    # Keras's ``SimpleRNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``).
     return _NATIVE
 
 
@@ -469,13 +427,12 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v
 
 
 def in_place_hooks():
-    """TensorFlow attaches no gradients (``tape.gradient`` returns them); the book's parameters are
-    ``tf.Variable``s, assigned in place by ``d2l.sgd(params, grads, lr, batch_size)``."""
+    # TensorFlow attaches no gradients (``tape.gradient`` returns them); the book's parameters are
+    # ``tf.Variable``s, assigned in place by ``d2l.sgd(params, grads, lr, batch_size)``.
     return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):
-    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return tf.nn.dropout(x, rate=p)
 
 
@@ -483,13 +440,12 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator and TensorFlow's own (used by dropout)."""
+    # Seed the shared NumPy generator and TensorFlow's own (used by dropout).
     _common.seed(seed)
     tf.random.set_seed(int(seed))
 
 
 def detach(x):
-    """``x`` without gradient tracking."""
     return tf.stop_gradient(x)
 
 
@@ -500,11 +456,7 @@ def _dense(g, p):
 
 
 def value_and_grad(f, has_aux=False):
-    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with tf.GradientTape.
-
-    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
-    """
+    # ``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with tf.GradientTape.
 
     def wrapped(params, *args):
         params = list(params)
@@ -524,12 +476,6 @@ def value_and_grad(f, has_aux=False):
 
 
 def custom_vjp(fwd, bwd):
-    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
-
-    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
-    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
-    argument (an output that was not used gets a zero gradient).
-    """
 
     @tf.custom_gradient
     def f(*args):
@@ -556,15 +502,14 @@ _NOT_GRAPHABLE = (InaccessibleTensorError, tf.errors.OperatorNotAllowedInGraphEr
 
 
 def compile(fn):  # noqa: A001
-    """``tf.function(fn)``: traced once per input signature, then run as one graph.
-
-    Each distinct input shape gets its own trace (a short last minibatch is a second one): with
-    ``reduce_retracing`` TensorFlow would instead trace once more with unknown dimensions, and
-    the time loop and reshapes above the shim need known ones. Code that cannot be traced (a
-    reader's own forward function written as the book writes it: a Python loop over the time
-    steps of a tensor that appends to a list) runs eagerly instead, slower but the same numbers,
-    as the book's TensorFlow code itself runs it.
-    """
+    # ``tf.function(fn)``: traced once per input signature, then run as one graph.
+    #
+    # Each distinct input shape gets its own trace (a short last minibatch is a second one): with
+    # ``reduce_retracing`` TensorFlow would instead trace once more with unknown dimensions, and
+    # the time loop and reshapes above the shim need known ones. Code that cannot be traced (a
+    # reader's own forward function written as the book writes it: a Python loop over the time
+    # steps of a tensor that appends to a list) runs eagerly instead, slower but the same numbers,
+    # as the book's TensorFlow code itself runs it.
     graph = tf.function(fn, reduce_retracing=False)
     eager = False
 
@@ -598,28 +543,26 @@ class DeviceName(str):
 
 
 def try_gpu(i=0):
-    """GPU ``i`` if there is one, else the CPU."""
     return DeviceName(f"/GPU:{i}") if num_gpus() > i else cpu()
 
 
 def cpu():
-    """The CPU device."""
     return DeviceName("/CPU:0")
 
 
 def num_gpus():
-    """How many GPUs TensorFlow sees."""
+    # How many GPUs TensorFlow sees.
     return len(tf.config.list_physical_devices("GPU"))
 
 
 def to_device(x, device):
-    """``x`` copied to ``device`` (a device name, or a ``tf.distribute`` strategy's device)."""
+    # ``x`` copied to ``device`` (a device name, or a ``tf.distribute`` strategy's device).
     with tf.device(_device_name(device)):
         return tf.identity(x)
 
 
 def set_num_threads(n):
-    """Limit TensorFlow's thread pools (only possible before it first runs an op)."""
+    # Limit TensorFlow's thread pools (only possible before it first runs an op).
     try:
         tf.config.threading.set_intra_op_parallelism_threads(int(n))
         tf.config.threading.set_inter_op_parallelism_threads(int(n))

@@ -21,37 +21,30 @@ def _dtype(dtype):
 
 
 def normal(mean, std, shape, device=None):
-    """Samples of N(mean, std^2) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.normal_numpy(mean, std, shape), device)
 
 
 def uniform(low, high, shape, device=None):
-    """Samples of U(low, high) with the given shape, float32, from the shared NumPy generator."""
     return from_numpy(_common.uniform_numpy(low, high, shape), device)
 
 
 def zeros(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of zeros."""
     return torch.zeros(shape, dtype=_dtype(dtype) or torch.float32, device=device)
 
 
 def ones(shape, dtype=None, device=None):
-    """A float32 (or ``dtype``) tensor of ones."""
     return torch.ones(shape, dtype=_dtype(dtype) or torch.float32, device=device)
 
 
 def zeros_like(x):
-    """Zeros with the shape and dtype of ``x``."""
     return torch.zeros_like(x)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    """``start, start+step, ...`` below ``stop``: int64 for integer arguments, else float32."""
     return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
 
 
 def tensor(data, dtype=None, device=None):
-    """A tensor from Python data or an array: floats become float32, integers int64."""
     if isinstance(data, torch.Tensor):
         return data.to(device=device, dtype=_dtype(dtype))
     # not through from_numpy, whose float32/int64 defaults would override ``dtype``
@@ -61,35 +54,29 @@ def tensor(data, dtype=None, device=None):
 
 
 def from_numpy(array, device=None):
-    """A tensor holding a NumPy array (float32/int64 by d2lrnn's rules)."""
     t = torch.from_numpy(np.require(_common.as_numpy(array), requirements="C"))  # 0-d stays 0-d
     return t if device is None else t.to(device)
 
 
 def to_numpy(x):
-    """A NumPy array with the values of ``x`` (no gradient attached)."""
     if isinstance(x, torch.Tensor):
         return (x.to_dense() if x.is_mkldnn else x).detach().cpu().numpy()
     return np.asarray(x)
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
     return x.to(_dtype(dtype))
 
 
 def shape(x):
-    """The shape of ``x`` as a tuple of ints."""
     return tuple(x.shape)
 
 
 def size(x):
-    """The number of elements of ``x``."""
     return x.numel()
 
 
 def is_tensor(x):
-    """True if ``x`` is a tensor of this backend."""
     return isinstance(x, torch.Tensor)
 
 
@@ -97,32 +84,26 @@ def is_tensor(x):
 
 
 def reshape(x, shape):
-    """``x`` with a new shape (one entry may be -1)."""
     return torch.reshape(x, tuple(shape))
 
 
 def transpose(x, axes=None):
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
     return x.permute(*(axes if axes is not None else reversed(range(x.dim()))))
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis."""
     return torch.cat(tuple(tensors), dim=axis)
 
 
 def stack(tensors, axis=0):
-    """Join tensors along a new axis."""
     return torch.stack(tuple(tensors), dim=axis)
 
 
 def unstack(x, axis=0):
-    """Split ``x`` along ``axis`` into a list of tensors with that axis removed."""
     return list(torch.unbind(x, dim=axis))
 
 
 def take(x, indices, axis=0):
-    """Gather entries of ``x`` along ``axis`` (rows of a weight matrix, for an embedding)."""
     axis = axis % x.dim()  # a negative axis would index the shapes below from the end
     if axis == 0 and x.dim() == 2:
         return F.embedding(indices, x)  # its backward is a dense scatter, ~10x faster than x[indices]'s
@@ -136,16 +117,12 @@ def take(x, indices, axis=0):
 
 
 def matmul(a, b):
-    """Matrix product (batched over leading axes)."""
     return torch.matmul(a, b)
 
 
 def linear(X, W, b=None):
-    """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it.
-
-    ``W`` may come from :func:`prepack_linear` (a oneDNN-packed weight): then oneDNN runs the
-    product with the addend fused.
-    """
+    # ``W`` may come from :func:`prepack_linear` (a oneDNN-packed weight): then oneDNN runs the
+    # product with the addend fused.
     if W.is_mkldnn:
         X = X.contiguous()
         if b is not None and b.dim() == 2 and b.shape[0] == 1:
@@ -165,55 +142,44 @@ def _can_pack(W):
 
 
 def prepack_linear(W):
-    """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking); the same values.
-
-    On a CPU, W is reordered once into oneDNN's blocked layout: MKL's sgemm, behind F.linear,
-    repacks its weight on every call, which for the 32-row products of a recurrent step costs
-    1.3-1.8x (bench/RESULTS.md, torch LSTM). The packed tensor only feeds ``linear``, outside
-    autograd (the hand-written scans of ``models/bptt.py``); anywhere else W comes back as it is.
-    """
+    # On a CPU, W is reordered once into oneDNN's blocked layout: MKL's sgemm, behind F.linear,
+    # repacks its weight on every call, which for the 32-row products of a recurrent step costs
+    # 1.3-1.8x (bench/RESULTS.md, torch LSTM). The packed tensor only feeds ``linear``, outside
+    # autograd (the hand-written scans of ``models/bptt.py``); anywhere else W comes back as it is.
     if not _can_pack(W):
         return W
     return torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous())
 
 
 def tanh(x):
-    """Elementwise tanh."""
     return torch.tanh(x)
 
 
 def tanh_grad(Y, dY):
-    """dY * (1 - Y^2), the gradient through Y = tanh(X) given Y: for hand-written backward passes."""
     return torch.ops.aten.tanh_backward(dY, Y)  # the kernel torch.tanh's own backward uses
 
 
 def sigmoid(x):
-    """Elementwise 1 / (1 + exp(-x))."""
     return torch.sigmoid(x)
 
 
 def relu(x):
-    """Elementwise max(x, 0)."""
     return torch.relu(x)
 
 
 def exp(x):
-    """Elementwise e^x."""
     return torch.exp(x)
 
 
 def log(x):
-    """Elementwise natural logarithm."""
     return torch.log(x)
 
 
 def sqrt(x):
-    """Elementwise square root."""
     return torch.sqrt(x)
 
 
 def abs(x):  # noqa: A001
-    """Elementwise |x|."""
     return torch.abs(x)
 
 
@@ -226,12 +192,10 @@ def _pair(x, y):
 
 
 def maximum(x, y):
-    """Elementwise maximum (either argument may be a Python number)."""
     return torch.maximum(*_pair(x, y))
 
 
 def minimum(x, y):
-    """Elementwise minimum (either argument may be a Python number)."""
     return torch.minimum(*_pair(x, y))
 
 
@@ -239,24 +203,20 @@ def minimum(x, y):
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (all axes when None)."""
     return torch.sum(x) if axis is None and not keepdims else torch.sum(x, dim=axis, keepdim=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
-    """Mean over ``axis`` (all axes when None)."""
     return torch.mean(x) if axis is None and not keepdims else torch.mean(x, dim=axis, keepdim=keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (all axes when None)."""
     if axis is None:
         return torch.amax(x, dim=(), keepdim=True) if keepdims else torch.max(x)  # dim=(): all axes
     return torch.amax(x, dim=axis, keepdim=keepdims)
 
 
 def argmax(x, axis=None):
-    """Index (int64) of the largest entry along ``axis``."""
     return torch.argmax(x) if axis is None else torch.argmax(x, dim=axis)
 
 
@@ -264,22 +224,18 @@ def argmax(x, axis=None):
 
 
 def one_hot(indices, depth):
-    """float32 one-hot vectors: shape ``indices.shape + (depth,)``."""
     return F.one_hot(indices.long(), depth).to(torch.float32)
 
 
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along ``axis``."""
     return torch.softmax(x, dim=axis)
 
 
 def log_softmax(x, axis=-1):
-    """x - log(sum(exp(x))) along ``axis``, computed stably."""
     return torch.log_softmax(x, dim=axis)
 
 
 def softmax_cross_entropy(logits, labels):
-    """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
     return F.cross_entropy(logits, labels.reshape(-1).long(), reduction="none")
 
 
@@ -329,7 +285,7 @@ _NATIVE = _common.NativeRNN(
 
 
 def native_rnn():
-    """``torch.nn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``)."""
+    # ``torch.nn.RNN``, ``GRU`` and ``LSTM``, declared for d2lrnn's adapter (see ``NativeRNN``).
     return _NATIVE
 
 
@@ -385,13 +341,12 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
 
 
 def in_place_hooks():
-    """``loss.backward()`` attaches ``.grad`` to every parameter; the book's ``sgd`` and ``grad_clipping``
-    rewrite parameters and gradients in place (see ``InPlaceHooks``)."""
+    # ``loss.backward()`` attaches ``.grad`` to every parameter; the book's ``sgd`` and ``grad_clipping``
+    # rewrite parameters and gradients in place (see ``InPlaceHooks``).
     return _IN_PLACE_HOOKS
 
 
 def dropout(x, p):
-    """Each element zeroed with probability ``p``, the rest scaled by 1 / (1 - p)."""
     return torch.nn.functional.dropout(x, p, training=True)
 
 
@@ -399,22 +354,17 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    """Seed the shared NumPy generator and torch's own (used by dropout)."""
+    # Seed the shared NumPy generator and torch's own (used by dropout).
     _common.seed(seed)
     torch.manual_seed(int(seed))
 
 
 def detach(x):
-    """``x`` without gradient tracking."""
     return x.detach()
 
 
 def value_and_grad(f, has_aux=False):
-    """``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with torch.autograd.
-
-    ``params`` is a list of tensors and ``grads`` a list of the same shapes. With
-    ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is ``((value, aux), grads)``.
-    """
+    # ``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with torch.autograd.
 
     def wrapped(params, *args):
         leaves = [p.detach().requires_grad_(True) for p in params]
@@ -434,12 +384,6 @@ def value_and_grad(f, has_aux=False):
 
 
 def custom_vjp(fwd, bwd):
-    """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
-
-    ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs without gradient
-    tracking; ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient per
-    argument (an output that was not used gets a zero gradient).
-    """
 
     class Function(torch.autograd.Function):
         @staticmethod
@@ -459,30 +403,27 @@ def custom_vjp(fwd, bwd):
 
 
 def compile(fn):  # noqa: A001
-    """Eager PyTorch is fastest for these small step functions: returned unchanged."""
+    # Eager PyTorch is fastest for these small step functions: returned unchanged.
     return fn
 
 
 def try_gpu(i=0):
-    """GPU ``i`` if there is one, else the CPU."""
     return torch.device(f"cuda:{i}") if torch.cuda.device_count() > i else cpu()
 
 
 def cpu():
-    """The CPU device."""
     return torch.device("cpu")
 
 
 def num_gpus():
-    """How many CUDA GPUs torch sees."""
+    # How many CUDA GPUs torch sees.
     return torch.cuda.device_count()
 
 
 def to_device(x, device):
-    """``x`` copied to ``device`` (no copy if it is already there)."""
     return x.to(device)
 
 
 def set_num_threads(n):
-    """Limit torch's intra-op threads."""
+    # Limit torch's intra-op threads.
     torch.set_num_threads(int(n))

@@ -223,9 +223,9 @@ class TrainingCommand:
         if not last.is_file():
             raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder that "
                                  f"'d2lrnn {self.name}' wrote")
-        found = checkpoint.checkpoint_kind(last)
-        if found != self.kind:
-            other = COMMANDS[found]
+        kind = checkpoint.checkpoint_kind(last)
+        if kind != self.kind:
+            other = COMMANDS[kind]
             raise RunFolderError(f"{path} holds {other.what} run: continue it with d2lrnn {other.name} "
                                  f"--resume {path}")
         return path, last

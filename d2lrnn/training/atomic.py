@@ -137,10 +137,10 @@ def atomic_write(path, write, mode="wb", encoding=None):
 def stale_temps(folder, names):
     """Temporary files that a killed write of one of ``names`` left in ``folder``."""
     folder = pathlib.Path(folder)
-    found = []
+    temps = []
     for name in names:
-        found += [p for p in folder.glob(f"{temp_prefix(name)}*{TEMP_SUFFIX}") if p.is_file()]
-    return sorted(found)
+        temps += [p for p in folder.glob(f"{temp_prefix(name)}*{TEMP_SUFFIX}") if p.is_file()]
+    return sorted(temps)
 
 
 def remove_stale_temps(folder, names):

@@ -57,10 +57,10 @@ def book_sgd_and_clip(P, G):
     """One clipped SGD step the way the book's cells write it on the framework: ``grad_clipping(net, 1)``
     and ``sgd(params, 0.1, 2)`` in place on attached gradients (torch, MXNet), ``sgd`` assigning
     ``tf.Variable``s (TensorFlow); the functional forms where there is neither (numpy, jax)."""
-    found = ops.in_place_hooks()
-    if found is None:
+    hooks = ops.in_place_hooks()
+    if hooks is None:
         return d2l.sgd([P], d2l.grad_clipping([G], 1.0), 0.1, 2)[0]
-    if found.grad is None:
+    if hooks.grad is None:
         import tensorflow as tf
 
         v = tf.Variable(P)
@@ -69,7 +69,7 @@ def book_sgd_and_clip(P, G):
     p = _param_with_attached_grad(P, G)
     d2l.grad_clipping(_Net([p]), 1.0)
     assert d2l.sgd([p], 0.1, 2)[0] is p
-    assert float(ops.to_numpy(ops.sum(ops.abs(found.grad(p))))) == 0  # zeroed after the update, as the book
+    assert float(ops.to_numpy(ops.sum(ops.abs(hooks.grad(p))))) == 0  # zeroed after the update, as the book
     return p
 
 

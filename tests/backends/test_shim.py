@@ -207,25 +207,27 @@ def test_shim_function_matches_numpy(name, case):
 
 
 def _signatures(path):
-    """{function name: argument names} for the top-level functions of a backend module."""
+    """{function name: its parameters as written} for the top-level functions of a module's source."""
     tree = ast.parse(path.read_text())
-    sigs = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-            a = node.args
-            sigs[node.name] = [x.arg for x in a.posonlyargs + a.args] + (
-                ["*" + a.vararg.arg] if a.vararg else [])
-    return sigs
+    return {node.name: ast.unparse(node.args) for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+
+
+def test_the_contract_declares_every_shim_function_once():
+    declared = _signatures(BACKENDS_DIR / "_spec.py")
+    assert list(declared) == list(SHIM_FUNCTIONS)
+    assert all(ast.get_docstring(node) for node in ast.parse((BACKENDS_DIR / "_spec.py").read_text()).body
+               if isinstance(node, ast.FunctionDef))
 
 
 @pytest.mark.parametrize("name", available_backends())
-def test_backend_module_defines_every_shim_function_with_one_signature(name):
-    reference = _signatures(BACKENDS_DIR / "numpy.py")
+def test_backend_module_defines_every_shim_function_with_the_contracts_signature(name):
+    contract = _signatures(BACKENDS_DIR / "_spec.py")
     sigs = _signatures(BACKENDS_DIR / f"{name}.py")
     missing = [f for f in SHIM_FUNCTIONS if f not in sigs]
     assert not missing, f"backend {name} lacks {missing}"
     for f in SHIM_FUNCTIONS:
-        assert sigs[f] == reference[f], f"{name}.{f}{sigs[f]} differs from numpy.{f}{reference[f]}"
+        assert sigs[f] == contract[f], f"{name}.{f}({sigs[f]}) differs from the contract's {f}({contract[f]})"
 
 
 def test_active_backend_module_has_every_function_with_a_docstring():

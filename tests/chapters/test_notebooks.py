@@ -312,13 +312,13 @@ def _text(outputs):
 
 def _stderr(cells):
     """What each code cell wrote to stderr, one quoted entry per cell that did."""
-    found = []
+    written = []
     for number, cell in enumerate(cells, 1):
         text = "".join(o["text"] for o in cell.outputs if o.get("output_type") == "stream"
                        and o.get("name") == "stderr")
         if text:
-            found.append(f"code cell {number}: {text[:2000]!r}")
-    return found
+            written.append(f"code cell {number}: {text[:2000]!r}")
+    return written
 
 
 @pytest.fixture(scope="module")

@@ -42,10 +42,10 @@ def imports_of(path):
     """The d2lrnn modules that the file ``path`` imports, anywhere in it."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    targets = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "d2lrnn"}
+            targets |= {alias.name for alias in node.names if alias.name.split(".")[0] == "d2lrnn"}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
@@ -56,8 +56,8 @@ def imports_of(path):
                 continue
             for alias in node.names:
                 child = f"{target}.{alias.name}"
-                found.add(child if is_module(child) else target)
-    return found
+                targets.add(child if is_module(child) else target)
+    return targets
 
 
 def unit_of(name):
