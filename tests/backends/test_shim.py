@@ -1,6 +1,7 @@
 """Every shim function, on the active backend, against the NumPy reference (values and gradients)."""
 
 import ast
+import importlib.util
 import pathlib
 
 import numpy as np
@@ -218,6 +219,15 @@ def test_the_contract_declares_every_shim_function_once():
     assert list(declared) == list(SHIM_FUNCTIONS)
     assert all(ast.get_docstring(node) for node in ast.parse((BACKENDS_DIR / "_spec.py").read_text()).body
                if isinstance(node, ast.FunctionDef))
+
+
+def test_the_shim_reference_in_docs_is_the_contracts():
+    path = BACKENDS_DIR.parents[1] / "docs" / "make_shim_md.py"
+    spec = importlib.util.spec_from_file_location("make_shim_md", path)
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert generator.OUT.read_text(encoding="utf-8") == generator.shim_reference(), \
+        "docs/shim.md is out of date: run python docs/make_shim_md.py"
 
 
 @pytest.mark.parametrize("name", available_backends())

@@ -100,7 +100,7 @@ def dot_bound(A, B, k, extra=0.0):
 
 
 def test_normal_follows_the_shared_generator():
-    # README: "Random numbers come from one NumPy Generator (d2l.manual_seed(seed) resets it) and
+    # docs/python-api.md: "Random numbers come from one NumPy Generator (d2l.manual_seed(seed) resets it) and
     # are converted", so every backend draws np.random.default_rng(seed)'s numbers, in float32.
     for seed in (0, 3, 2024):
         ops.manual_seed(seed)
@@ -139,7 +139,7 @@ def test_zeros_like_keeps_shape_and_dtype():
     check(ops.zeros_like(ops.tensor(f32(3), dtype="float64")), np.zeros(3), dtype=np.float64)
 
 
-# (arguments, keywords, expected values written out by hand, dtype): README and the docstring
+# (arguments, keywords, expected values written out by hand, dtype): docs/shim.md and the docstring
 # promise int64 for integer arguments and float32 once any argument is a float; with one bound it is
 # the stop (as in range and np.arange), keyword step included.
 ARANGE = [
@@ -167,7 +167,7 @@ def test_arange(args, kwargs, expected, dtype):
 
 
 def test_tensor_and_from_numpy_dtypes():
-    # floats become float32, integers int64, an explicit dtype is honoured (README, "The shim")
+    # floats become float32, integers int64, an explicit dtype is honoured (docs/architecture.md, "The shim")
     check(ops.tensor([[1.5, 2.0], [3.0, 4.0]]), [[1.5, 2.0], [3.0, 4.0]])
     check(ops.tensor([3, 1, 2]), [3, 1, 2], dtype=np.int64)
     check(ops.tensor(2.5), np.array(2.5))
@@ -246,7 +246,7 @@ def test_is_tensor():
     assert ops.is_tensor(ops.tanh(x)) and ops.is_tensor(ops.sum(x, 0)) and ops.is_tensor(t(ints(3, 2)))
     for other in ([1.0, 2.0], 1.5, 3, None, "x", (x,)):
         assert ops.is_tensor(other) is False, other
-    # README, "Choosing a backend": the numpy backend's tensors are numpy.ndarray; on every other
+    # README.md's backend table: the numpy backend's tensors are numpy.ndarray; on every other
     # backend a NumPy array is data to convert, not a tensor.
     assert ops.is_tensor(np.ones(3, np.float32)) is (d2l.backend_name() == "numpy")
     # a parameter while gradients are recorded (an autograd box on NumPy) is a tensor too
