@@ -173,8 +173,8 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
                 last = functools.partial(is_last, epoch)
                 row.update(task.validate(net, epoch, last))
                 row["seconds"] = clock() - start
-                for key, value in row.items():
-                    history[key].append(value)
+                for key, entry in row.items():
+                    history[key].append(entry)
                 bar.set_postfix(task.postfix(row), refresh=False)
                 animator.add(epoch, task.points(row))
                 if on_epoch is not None:
