@@ -58,8 +58,8 @@ SHIM_FUNCTIONS = (
     "native_rnn", "dropout",
     # the book's in-place training on the framework (an Imperative declaration, or None)
     "imperative",
-    # randomness, gradients, compilation, devices
-    "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile",
+    # randomness, gradients, loops, compilation, devices
+    "manual_seed", "detach", "value_and_grad", "custom_vjp", "scan", "compile",
     "try_gpu", "cpu", "num_gpus", "to_device", "set_num_threads",
 )
 

@@ -508,6 +508,29 @@ def custom_vjp(fwd, bwd):
     return f
 
 
+#: ``lax.scan``'s ``unroll``: how many steps each iteration of the compiled loop runs.
+SCAN_UNROLL = 1
+
+
+def scan(step, carry, xs, reverse=False):
+    """Run ``step`` over the steps of ``xs`` (its leading axis), carrying a state: ``(carry_T, ys)``.
+
+        carry_t, y_t = step(carry_{t-1}, x_t)   for t = 1..T,   ys = [y_1; ...; y_T] (stacked on axis 0)
+
+    ``xs`` is a tensor or a tuple of tensors (sliced together, one length T >= 1), the carry a tensor or
+    a tuple of tensors, and ``y_t`` a tensor or a tuple of tensors (``()`` for none); ``ys`` mirrors it.
+    ``reverse=True`` runs t = T..1 and still returns ``ys`` in the steps' order.
+
+    Traced (under ``jit`` or a gradient), ``jax.lax.scan``: XLA compiles ``step`` once, as a loop,
+    instead of T unrolled copies. On concrete arrays a Python loop over ``unstack``, as on the other
+    backends: there ``lax.scan`` would trace and compile a program at every call, the step being a new
+    closure each time (generating text token by token took 4x as long).
+    """
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((carry, xs))):
+        return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=SCAN_UNROLL)
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     """``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout.
 

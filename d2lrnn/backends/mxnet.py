@@ -625,6 +625,19 @@ def _leaf(x):
     return x
 
 
+def scan(step, carry, xs, reverse=False):
+    """Run ``step`` over the steps of ``xs`` (its leading axis), carrying a state: ``(carry_T, ys)``.
+
+        carry_t, y_t = step(carry_{t-1}, x_t)   for t = 1..T,   ys = [y_1; ...; y_T] (stacked on axis 0)
+
+    ``xs`` is a tensor or a tuple of tensors (sliced together, one length T >= 1), the carry a tensor or
+    a tuple of tensors, and ``y_t`` a tensor or a tuple of tensors (``()`` for none); ``ys`` mirrors it.
+    ``reverse=True`` runs t = T..1 and still returns ``ys`` in the steps' order (``jax.lax.scan``'s
+    meaning). A Python loop: each input unstacked once, each output stacked once.
+    """
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     """MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged."""
     return fn
@@ -690,10 +703,11 @@ def _np_aware(fn):
 
 
 #: Shim functions that neither take nor make tensors (or, as value_and_grad, hand the caller's own
-#: arrays to the caller's function), left as they are.
-_NOT_TENSOR_FUNCTIONS = ("native_rnn", "imperative", "value_and_grad", "custom_vjp", "compile", "try_gpu",
-                         "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape", "size",
-                         "to_numpy")
+#: arrays to the caller's function; scan slices and stacks them with the np-aware unstack and stack),
+#: left as they are.
+_NOT_TENSOR_FUNCTIONS = ("native_rnn", "imperative", "value_and_grad", "custom_vjp", "scan", "compile",
+                         "try_gpu", "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape",
+                         "size", "to_numpy")
 
 
 def _make_np_aware():

@@ -430,6 +430,19 @@ def custom_vjp(fwd, bwd):
     return lambda *args: tuple(f(*args))
 
 
+def scan(step, carry, xs, reverse=False):
+    """Run ``step`` over the steps of ``xs`` (its leading axis), carrying a state: ``(carry_T, ys)``.
+
+        carry_t, y_t = step(carry_{t-1}, x_t)   for t = 1..T,   ys = [y_1; ...; y_T] (stacked on axis 0)
+
+    ``xs`` is a tensor or a tuple of tensors (sliced together, one length T >= 1), the carry a tensor or
+    a tuple of tensors, and ``y_t`` a tensor or a tuple of tensors (``()`` for none); ``ys`` mirrors it.
+    ``reverse=True`` runs t = T..1 and still returns ``ys`` in the steps' order (``jax.lax.scan``'s
+    meaning). A Python loop: each input unstacked once (views), each output stacked once.
+    """
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     """NumPy has no compiler: the function is returned unchanged."""
     return fn
