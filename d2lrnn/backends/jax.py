@@ -508,7 +508,8 @@ def custom_vjp(fwd, bwd):
     return f
 
 
-#: ``lax.scan``'s ``unroll``: how many steps each iteration of the compiled loop runs.
+#: ``lax.scan``'s ``unroll``: how many steps each iteration of the compiled loop runs. One: the scratch
+#: models' training steps ran no faster with 2, 4 or 7 (the LSTM's slower), and compiled longer.
 SCAN_UNROLL = 1
 
 
