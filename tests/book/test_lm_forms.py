@@ -230,6 +230,15 @@ class TorchReader:
     def module_weights(self, net):
         return [p.detach().cpu().numpy() for p in net.parameters()]
 
+    def clipped(self, net, X, Y, theta):
+        """The gradients of a loss scaled 1000 times, before and after ``d2l.grad_clipping(net, theta)``."""
+        params = net.params if isinstance(net, d2l.RNNModelScratch) else list(net.parameters())
+        logits, _ = net(X, self.begin_state(net, X.shape[0]))
+        (1000 * self.torch.nn.functional.cross_entropy(logits, Y.T.reshape(-1).long())).backward()
+        before = [p.grad.cpu().numpy().copy() for p in params]
+        d2l.grad_clipping(net, theta)
+        return before, [p.grad.cpu().numpy().copy() for p in params]
+
     # d2l.RNNModel over the framework's layers
 
     def layer(self, kind, vocab, num_layers=1, bidirectional=False):
@@ -350,6 +359,22 @@ class GluonReader:
     def module_weights(self, net):
         return [p.data().asnumpy() for p in net.collect_params().values()]
 
+    def clipped(self, net, X, Y, theta):
+        from mxnet import autograd, gluon
+
+        def grads():
+            if isinstance(net, d2l.RNNModelScratch):
+                return [p.grad.asnumpy().copy() for p in net.params]
+            return [p.grad().asnumpy().copy() for p in net.collect_params().values()]
+
+        with autograd.record():
+            logits, _ = net(X, self.begin_state(net, X.shape[0]))
+            l = 1000 * gluon.loss.SoftmaxCrossEntropyLoss()(logits, Y.T.reshape(-1)).mean()  # noqa: E741
+        l.backward()
+        before = grads()
+        d2l.grad_clipping(net, theta)
+        return before, grads()
+
     def layer(self, kind, vocab, num_layers=1, bidirectional=False):
         from mxnet.gluon import rnn
 
@@ -455,6 +480,15 @@ class KerasReader:
 
     def module_weights(self, net):
         return net.get_weights()
+
+    def clipped(self, net, X, Y, theta):
+        tf = self.tf
+        loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        with tf.GradientTape() as tape:
+            logits, _ = net(X, net.begin_state(batch_size=X.shape[0], dtype=tf.float32))
+            l = 1000 * loss(tf.reshape(tf.transpose(Y), (-1,)), logits)  # noqa: E741 - the book's name
+        grads = tape.gradient(l, net.trainable_variables)
+        return [g.numpy() for g in grads], [g.numpy() for g in d2l.grad_clipping(grads, theta)]
 
     def layer(self, kind, vocab, num_layers=1, bidirectional=False):
         keras = self.tf.keras
@@ -566,6 +600,23 @@ def test_d2l_train_ch8_and_predict_ch8_take_the_readers_scratch_model(reader, lm
                                rtol=1e-5)
     text = reader.predict(PREFIX + " ", 10, net, vocab)
     assert text.startswith(PREFIX + " ") and len(text) == len(PREFIX) + 11
+
+
+@pytest.mark.parametrize("form", ["scratch", "module"])
+def test_the_books_clipping_scales_the_gradients_to_norm_theta(reader, lm_data, form, in_book_mode):
+    """The trainings here keep their gradients below the norm 1 the book clips at, so the clipping itself
+    is checked here, on the reader's scratch model and on their module: the gradients of a loss scaled up
+    1000 times, clipped the book's way, have norm theta and their direction; below the norm they stay."""
+    train_iter, vocab = lm_data
+    net = reader.scratch(vocab, gates=1) if form == "scratch" else reader.char_lm("RNN", vocab)
+    X, Y = next(iter(train_iter))
+    for theta in (1, 1e6):
+        before, after = reader.clipped(net, X, Y, theta)
+        norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in before))
+        assert 100 < norm < 1e6, norm
+        for i, (g, clipped) in enumerate(zip(before, after)):
+            np.testing.assert_allclose(clipped, g * min(1.0, theta / norm), rtol=1e-5, atol=1e-9,
+                                       err_msg=f"parameter {i}, theta {theta}")
 
 
 def test_the_readers_lstm_cells_with_their_two_tensor_state_train_as_d2lrnns_own_lstm(reader, lm_data,
