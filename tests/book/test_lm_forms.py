@@ -23,8 +23,9 @@ as bound methods; their training loop is one function over a per-framework step.
   and ``d2l.RNNModel(layer, len(vocab))`` over a GRU, a two-layer and a bidirectional LSTM.
 
 Each reader's run gives the perplexities of d2lrnn's own functional training from the same weights and
-minibatches (the same function computed another way: float32 rounding only), and falls. Where tensors
-carry no gradients (numpy, jax) the in-place forms say in one line what to write instead.
+minibatches (the same function computed another way: float32 rounding only), and falls; the book's
+clipping scales the gradients to norm theta. Where tensors carry no gradients (numpy, jax) the in-place
+forms say in one line what to write instead.
 """
 
 import contextlib
