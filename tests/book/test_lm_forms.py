@@ -475,6 +475,7 @@ class KerasReader:
             def begin_state(self, batch_size, **kwargs):  # Keras 3's cells take no dtype
                 return self.layer.cell.get_initial_state(batch_size=batch_size)
 
+        tf.keras.utils.set_random_seed(0)  # Keras draws the weights at the first call, from its generator
         cell = {"RNN": tf.keras.layers.SimpleRNNCell, "LSTM": tf.keras.layers.LSTMCell}[kind](NUM_HIDDENS)
         return CharLM(tf.keras.layers.RNN(cell, return_sequences=True, return_state=True), len(vocab))
 
