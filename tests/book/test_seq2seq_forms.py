@@ -190,7 +190,7 @@ class GluonReader:
     """MXNet: Gluon ``Block`` subclasses on ``mxnet.np`` arrays, ``init.Xavier()``, a Trainer's Adam."""
 
     def __init__(self):
-        from mxnet import gluon, np, npx
+        from mxnet import gluon, np
         from mxnet.gluon import nn, rnn
 
         self.device, self.tensor = d2l.try_gpu(), np.array
@@ -236,7 +236,7 @@ class GluonReader:
                 counted = (steps[None, :] < valid_len.astype("float32")[:, None]).astype("float32")
                 return super().forward(pred, label, np.expand_dims(counted, -1))
 
-        self.Encoder, self.Decoder, self.Loss, self.npx = GRUEncoder, ContextDecoder, MaskedCE, npx
+        self.Encoder, self.Decoder, self.Loss = GRUEncoder, ContextDecoder, MaskedCE
 
     def build(self, src_vocab, tgt_vocab):
         return d2l.EncoderDecoder(self.Encoder(len(src_vocab), EMBED, HIDDENS, LAYERS, DROPOUT),
