@@ -139,13 +139,16 @@ def check_gradient(fn, inputs, tol=FLOAT64, wrt=None, seed=0, what="gradient", c
     """Assert that the shim's gradient of ``sum_k sum(fn(*inputs)_k * R_k)`` matches finite differences.
 
     The analytic gradient comes from ``value_and_grad``, whose value must equal the objective of
-    the plain forward pass. Returns the analytic gradients as NumPy arrays. ``compiled``: the finite
-    differences' hundreds of forward passes run ``fn`` compiled (``ops.compile``: one trace, then
-    fast calls on TensorFlow and JAX), for a deterministic ``fn`` that compiles.
+    the plain forward pass. Returns the analytic gradients as NumPy arrays. ``compiled``: the gradient
+    and the finite differences' hundreds of forward passes run compiled (``ops.compile``: one trace,
+    then fast calls on TensorFlow and JAX), for a deterministic ``fn`` that compiles. (Run eagerly,
+    JAX compiles a program per primitive and shape: 70 of them, 9 CPU-seconds, for the gradient of a
+    2-layer bidirectional LSTM; every other case checks the eager gradient.)
     """
     arrays, wrt = prepare(inputs, tol, wrt)
     tensors = [to_backend(a, tol.dtype) for a in arrays]
-    out = fn(*tensors)
+    forward = ops.compile(fn) if compiled else fn
+    out = forward(*tensors)
     R, R_np = _weights(out, seed)
     assert R, f"{what}: fn has no float output"
 
@@ -160,14 +163,14 @@ def check_gradient(fn, inputs, tol=FLOAT64, wrt=None, seed=0, what="gradient", c
         return total
 
     params = [tensors[i] for i in wrt]
-    value, grads = ops.value_and_grad(objective)(params)
+    gradient = ops.value_and_grad(objective)
+    value, grads = (ops.compile(gradient) if compiled else gradient)(params)
     # The same sum in NumPy float64: equal up to the summation order in the outputs' dtype.
     flat = flatten(out)
     roundoff = max(np.finfo(ops.to_numpy(flat[k]).dtype).eps for k in R)
     scale = sum(float(np.sum(np.abs(ops.to_numpy(flat[k]) * R_np[k]))) for k in R)
     assert abs(float(ops.to_numpy(value)) - objective_value(out, R_np)) <= 100 * roundoff * scale, \
         f"{what}: value_and_grad's value differs from the forward pass"
-    forward = ops.compile(fn) if compiled else fn
     numeric = numeric_gradient(lambda args: objective_value(forward(*args), R_np), arrays, wrt, tol)
     assert_gradients_close(grads, numeric, arrays, wrt, tol, what)
     return [ops.to_numpy(g) for g in grads]
