@@ -263,18 +263,18 @@ def test_driver_runs_fresh_processes_and_writes_the_section(tmp_path, capsys):
     out = tmp_path / "RESULTS.md"
     out.write_text(section("other", "someone else's"))
     flags = [arg for name, value in TINY.items() for arg in ("--" + name.replace("_", "-"), str(value))]
-    models = ["scratch"] + (["reference"] if BACKEND in FRAMEWORKS else [])
-    rows = bench_seq2seq.main([*flags, "--rounds", "1", "--backends", BACKEND, "--models", *models,
+    # One child process: the reference's rows are made in this process above (a second child would
+    # import the framework again for nothing the driver does differently).
+    rows = bench_seq2seq.main([*flags, "--rounds", "1", "--backends", BACKEND, "--models", "scratch",
                                "--python", sys.executable, "--threads", "1", "--out", str(out)])
-    assert [(r["backend"], r["model"]) for r in rows] == [(BACKEND, m) for m in models]
-    assert len({r["tokens_timed"] for r in rows}) == 1 and rows[0]["config"] == TINY
+    assert [(r["backend"], r["model"]) for r in rows] == [(BACKEND, "scratch")]
+    assert rows[0]["config"] == TINY and rows[0]["tokens_timed"] > 0
     written = out.read_text()
     assert "someone else's" in written and "seq2seq-speed" in sections(written)
     assert f"| {BACKEND} | scratch | d2lrnn GRU from scratch (hand-written BPTT) |" in written
     assert "--num-examples 200" in written and "first 200 English-French pairs" in written
     target = bench_seq2seq.target_line(rows)
-    assert target in written and (target.endswith(("yes", "no")) if BACKEND == "torch" else
-                                  target.endswith("not measured"))
+    assert target in written and target.endswith("not measured")
     assert "round 1/1" in capsys.readouterr().err
 
 
