@@ -19,8 +19,10 @@ from d2lrnn import cli, ops
 from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
-TINY = ["--hidden", "16", "--epochs", "2", "--max-tokens", "4000", "--batch-size", "4", "--num-steps", "8",
-        "--no-progress"]
+# The tiny runs: 2,000 characters (1,800 to train on: 28 minibatches of 8 x 8 per epoch).
+BATCH, STEPS, TOKENS = 8, 8, 2000
+TINY = ["--hidden", "16", "--epochs", "2", "--max-tokens", str(TOKENS), "--batch-size", str(BATCH),
+        "--num-steps", str(STEPS), "--no-progress"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 RUN_FILES = [".lock", "last.npz", "metrics.csv", "model.npz", "perplexity.png"]
 
@@ -43,7 +45,7 @@ def tiny_run(tmp_path_factory):
 
 
 def _baselines():
-    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
     return d2l.ngram_perplexities(train_iter.corpus, val_iter.corpus, len(vocab))
 
 
@@ -65,8 +67,8 @@ def test_train_writes_a_checkpoint_a_metrics_csv_and_a_plot(tiny_run, backend):
 def test_train_prints_the_setup_the_table_against_the_baselines_and_samples(tiny_run, backend):
     result, out = tiny_run
     lines = result.stdout.splitlines()
-    assert lines[0] == (f"corpus timemachine: 3,600 training / 400 validation characters, vocabulary 28 | "
-                        f"backend {backend} | RNN (scratch), 16 hidden units | SGD lr 1 | batch 4 x 8 steps, "
+    assert lines[0] == (f"corpus timemachine: 1,800 training / 200 validation characters, vocabulary 28 | "
+                        f"backend {backend} | RNN (scratch), 16 hidden units | SGD lr 1 | batch 8 x 8 steps, "
                         "2 epochs, sequential sampling")
     history = d2l.load_checkpoint(out / "model.npz")[2]["history"]
     train_ppl, val_ppl = history["train_ppl"][-1], history["val_ppl"][-1]
@@ -193,7 +195,7 @@ def test_init_uniform_starts_from_the_frameworks_weights_and_is_recorded(tmp_pat
 def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_one_of_older_runs():
     import hashlib
 
-    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
     assert train_iter.corpus.dtype == np.uint8
     stored = b"|u1:" + train_iter.corpus.tobytes() + val_iter.corpus.tobytes()
     assert cli.lm._corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
@@ -209,7 +211,7 @@ def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
     with np.load(run / "last.npz") as data:
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
-    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
+    train_iter, val_iter, _ = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
     meta["hparams"]["corpus_sha1"] = cli.lm._corpus_digest(train_iter, val_iter, int64=True)
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
@@ -342,7 +344,7 @@ def _switch_to_a_huge_learning_rate_after(monkeypatch, num_steps):
 
 
 def _epoch_batches():
-    return len(d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)[0])
+    return len(d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)[0])
 
 
 def test_a_diverged_run_exits_1_with_the_best_model_of_the_run_on_disk(tmp_path, monkeypatch, capsys):
@@ -457,9 +459,9 @@ def test_raw_trains_on_every_character_of_the_text_and_resumes_raw(tmp_path, cap
     args = ["train", *TINY, "--corpus", "tinyshakespeare", "--raw", "--epochs", "1", "--out", str(run)]
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
-    _, _, vocab = d2l.load_data_lm("tinyshakespeare", 4, 8, False, 4000, 0.1, seed=0, raw=True)
+    _, _, vocab = d2l.load_data_lm("tinyshakespeare", BATCH, STEPS, False, TOKENS, 0.1, seed=0, raw=True)
     assert {"F", ":", "\n"} <= set(vocab.idx_to_token)  # upper case, punctuation, line breaks kept
-    sizes = f"3,600 training / 400 validation characters, vocabulary {len(vocab)} "
+    sizes = f"1,800 training / 200 validation characters, vocabulary {len(vocab)} "
     assert f"corpus tinyshakespeare (raw): {sizes}" in printed
     assert d2l.checkpoint_info(run / "last.npz")["hparams"]["raw"] is True
     net, saved_vocab, _ = d2l.load_checkpoint(run / "model.npz")
@@ -615,13 +617,13 @@ def test_baselines_of_a_large_text_are_fitted_on_a_sample_and_the_output_says_so
     from d2lrnn.data import ngram
 
     monkeypatch.setattr(ngram, "BASELINE_FIT_TOKENS", 1000)
-    monkeypatch.setattr(ngram, "BASELINE_SCORE_TOKENS", 300)
+    monkeypatch.setattr(ngram, "BASELINE_SCORE_TOKENS", 150)
     assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
-    assert ("a sample of the large text: fitted on the first 1,000 of 3,600 training tokens, scored on the "
-            "first 300 of 400 validation tokens") in out
-    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
-    expected = d2l.ngram_perplexities(train_iter.corpus[:1000], val_iter.corpus[:300], len(vocab))
+    assert ("a sample of the large text: fitted on the first 1,000 of 1,800 training tokens, scored on the "
+            "first 150 of 200 validation tokens") in out
+    train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
+    expected = d2l.ngram_perplexities(train_iter.corpus[:1000], val_iter.corpus[:150], len(vocab))
     info = d2l.checkpoint_info(tmp_path / "run" / "last.npz")
     assert info["hparams"]["ngram_val_ppl"] == {str(n): ppl for n, ppl in expected.items()}
 
@@ -632,9 +634,9 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
     run = tmp_path / "run"
     assert cli.main(["train", *TINY, "--cell", "lstm", "--out", str(run)]) == 0
     printed = capsys.readouterr().out
-    steps = len(d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)[0])
+    steps = len(d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)[0])
     warmup = min(100, 2 * steps // 10)  # capped at a tenth of this short run
-    assert (f"| Adam lr 0.04, {warmup} warm-up steps, cosine decay | batch 4 x 8 steps, 2 epochs, "
+    assert (f"| Adam lr 0.04, {warmup} warm-up steps, cosine decay | batch 8 x 8 steps, 2 epochs, "
             "early stop after 3 epochs without improvement, sequential sampling") in printed
     assert (f"defaults for --cell lstm: --input-dropout 0.1, --output-dropout 0.3, --optimizer adam, "
             f"--lr 0.04, --schedule cosine, --warmup {warmup}, --patience 3 (the book's training: "
@@ -656,7 +658,7 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
     assert f"| SGD lr 1, {steps // 10} warm-up steps, cosine decay |" in capsys.readouterr().out
     assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path / "rnn")]) == 0
     printed = capsys.readouterr().out
-    assert "| SGD lr 1 | batch 4 x 8 steps, 1 epoch, sequential sampling" in printed
+    assert "| SGD lr 1 | batch 8 x 8 steps, 1 epoch, sequential sampling" in printed
     assert "defaults for" not in printed
 
 
