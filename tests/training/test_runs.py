@@ -41,15 +41,20 @@ def test_a_second_run_into_a_locked_folder_is_refused_at_once(tmp_path):
         pass
 
 
+def _a_checkpoint(path):
+    vocab = d2l.Vocab(list("ab"))
+    return d2l.save_checkpoint(path, d2l.RNNModelScratch(len(vocab), 2), vocab)
+
+
 def test_a_folder_holding_a_run_needs_overwrite_or_resume(tmp_path):
-    (tmp_path / "model.npz").write_bytes(b"a checkpoint")
+    saved = _a_checkpoint(tmp_path / "model.npz").read_bytes()
     with pytest.raises(d2l.RunFolderError, match="holds another run's checkpoint \\(model.npz\\): pass "
                                                  "--overwrite to replace it, --resume .* to continue it"):
         runs.open_run_folder(tmp_path)
     for kwargs in ({"overwrite": True}, {"resume": True}):
         with runs.open_run_folder(tmp_path, **kwargs):
             pass
-    assert (tmp_path / "model.npz").read_bytes() == b"a checkpoint"  # replaced only by a finished epoch
+    assert (tmp_path / "model.npz").read_bytes() == saved  # replaced only by a finished epoch
 
 
 def test_an_unwritable_folder_is_found_before_training(tmp_path, monkeypatch):
@@ -58,7 +63,7 @@ def test_an_unwritable_folder_is_found_before_training(tmp_path, monkeypatch):
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(runs, "open", refused, raising=False)
+    monkeypatch.setattr(runs, "_open_lock_file", refused)
     with pytest.raises(d2l.RunFolderError, match="cannot write in the output folder .*sub \\(Permission "
                                                  "denied\\): choose another --out"):
         runs.open_run_folder(tmp_path / "sub")
