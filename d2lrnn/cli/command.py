@@ -11,7 +11,10 @@ one line that says what is on disk; a finished run reports on its best epoch and
 import argparse
 import os
 import pathlib
+import re
+import uuid
 
+from .. import checks
 from ..backends import available_backends, backend_name, use_backend
 from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
 from ..training import checkpoint
@@ -30,13 +33,15 @@ class TrainingCommand:
     type that checks it), ``choices`` (setting -> the allowed values), ``shown`` (how the help shows a
     default of None), ``renewable`` (the settings a resumed run may be given again, as new totals),
     ``added`` (settings added after runs were first saved: a run saved without them used their defaults),
-    ``csv_fields`` (the columns of ``metrics.csv``), ``plot`` (the plot's file name) and ``help`` and
+    ``csv_fields`` (the columns of ``metrics.csv``), ``model_settings`` (the model's config keys that
+    settings give: ``{key: setting}``), ``plot`` (the plot's file name) and ``help`` and
     ``description`` for the parser. The hooks below are what differs between commands.
     """
 
     name = kind = what = example = out_pattern = plot = help = description = ""
     defaults, types, choices, shown = {}, {}, {}, {}
     renewable, added, csv_fields = ("epochs",), (), ()
+    model_settings = {}
 
     # -- the command line ----------------------------------------------------------------------
 
@@ -102,7 +107,7 @@ class TrainingCommand:
     def before_training(self, args, data):
         """What a run prints and works out once its folder is taken (baselines), kept in ``data``."""
 
-    def info(self, path):
+    def info(self, path, follow_symlinks=True):
         """The checked ``info`` of a checkpoint of this command's kind (its hparams, history, resume)."""
 
     def build(self, args, data):
@@ -154,6 +159,7 @@ class TrainingCommand:
     def run(self, args):
         """The command: settings, data, then the training on the chosen backend."""
         start = clock()
+        args.run_id = uuid.uuid4().hex  # marks the run's checkpoints: a resumed run keeps its own
         saved_backend = self.resume_settings(args) if args.resume else self.fill_settings(args)
         self.check(args)
         early = self.read(args)
@@ -174,9 +180,11 @@ class TrainingCommand:
             if key in self.choices:
                 if value not in self.choices[key]:
                     allowed = ", ".join(self.choices[key])
-                    raise argparse.ArgumentTypeError(f"is {value!r}, not one of {allowed}")
+                    raise argparse.ArgumentTypeError(f"is {short(value)}, not one of {allowed}")
                 return value
             check = self.types.get(key)
+            if check is None and not isinstance(value, str):
+                raise argparse.ArgumentTypeError(f"is {short(value)}, not a text")
             return check(str(value)) if check else value
         except argparse.ArgumentTypeError as err:
             raise CheckpointError(f"{last} is corrupt: its setting {key} {err}: start a new run") from None
@@ -185,49 +193,94 @@ class TrainingCommand:
         """A setting as given on the command line, comparable with the run's own."""
         return value
 
+    def names_a_file(self, key, value):
+        """Whether the saved setting ``key`` is the path of a file the run read (a corpus of the reader's
+        own): d2lrnn opens no file a checkpoint names, so a resumed run needs it given again."""
+        return False
+
     def resume_settings(self, args):
-        """``--resume DIR``: the run's own settings (the ``renewable`` ones may raise the totals); returns
-        the backend the run was on."""
+        """``--resume DIR``: the run's own settings (the ``renewable`` ones may raise the totals), each
+        checked as the command line checks it; returns the backend the run was on."""
         path, last = self.resume_folder(args)
         info = self.info(last)
         saved, resume = info["hparams"], info["resume"]
-        if not isinstance(resume, dict) or not isinstance(resume.get("epoch"), int):
+        epoch = resume.get("epoch") if isinstance(resume, dict) else None
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or not 1 <= epoch <= checks.MAX_EPOCHS:
             raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
         for key in self.defaults:
             default = self.defaults[key] if key in self.added else None
             value = self.saved_setting(last, key, saved.get(key, default))
             given = getattr(args, key)
+            if self.names_a_file(key, value):
+                if given is None:
+                    flag = f"--{key.replace('_', '-')}"
+                    raise D2LRNNError(f"the run in {path} was trained on the file {short(value)}: pass it "
+                                      f"again with {flag} PATH to resume (d2lrnn opens no file that a "
+                                      "checkpoint names; the run checks it is the same text)")
+                continue
             if key not in self.renewable and given is not None and self.given(key, given) != value:
                 raise D2LRNNError(f"--resume continues the run with its own settings: drop "
                                   f"--{key.replace('_', '-')} (the run used {value})")
             if given is None:
                 setattr(args, key, value)
-        if resume["epoch"] >= args.epochs:
-            raise D2LRNNError(f"the run in {path} has already finished {resume['epoch']} of {args.epochs} "
-                              f"epochs: pass --epochs N with N > {resume['epoch']} to train it further")
+        check_history(last, info["history"], self.csv_fields, epoch)
+        args.run_id = run_id_of(last, saved)
+        backend = saved.get("backend")
+        if backend not in available_backends():
+            raise CheckpointError(f"{last} is corrupt: its setting backend is {short(backend)}, not one of "
+                                  f"{', '.join(available_backends())}: start a new run")
+        if epoch >= args.epochs:
+            raise D2LRNNError(f"the run in {path} has already finished {epoch} of {args.epochs} "
+                              f"epochs: pass --epochs N with N > {epoch} to train it further")
         self.check_resumed(args, path, info)
-        return saved.get("backend")
+        return backend
+
+    def check_model(self, last, config, args):
+        """The model a run's ``last.npz`` holds has the settings the run records (``model_settings``:
+        ``{the model's config key: the setting}``)."""
+        for key, setting in self.model_settings.items():
+            if config.get(key) != getattr(args, setting):
+                raise CheckpointError(f"{last} is corrupt: its settings say --{setting.replace('_', '-')} "
+                                      f"{getattr(args, setting)} but its model has {key} {config.get(key)}: "
+                                      "start a new run")
 
     def check_resumed(self, args, path, info):
         """Refuse to resume a run that has nothing left to do by the command's own measure."""
 
     def resume_folder(self, args):
-        """The folder ``--resume`` names and its ``last.npz``, checked to hold a run of this command."""
+        """The folder ``--resume`` names and its ``last.npz``, checked to hold a run of this command whose
+        best model is of the same run (a run started with ``--overwrite`` and killed while it renamed its
+        first epoch's files leaves a folder that mixes two runs)."""
         path = pathlib.Path(args.resume)
         if args.overwrite:
             raise D2LRNNError("--resume continues a run and --overwrite replaces one: give only one of them")
-        if not path.is_dir():
-            raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
-                                 f"e.g. {self.example}")
-        last = path / "last.npz"
-        if not last.is_file():
-            raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder that "
-                                 f"'d2lrnn {self.name}' wrote")
-        kind = checkpoint.checkpoint_kind(last)
+        try:
+            if not path.is_dir():
+                raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
+                                     f"e.g. {self.example}")
+            last, best = path / "last.npz", path / "model.npz"
+            if not os.path.lexists(last):
+                raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder "
+                                     f"that 'd2lrnn {self.name}' wrote")
+        except OSError as err:
+            if isinstance(err, RunFolderError):
+                raise
+            raise RunFolderError(f"--resume {path}: {err.strerror or err}: pass the folder a run wrote") \
+                from None
+        kind = checkpoint.checkpoint_kind(last, follow_symlinks=False)
         if kind != self.kind:
             other = COMMANDS[kind]
             raise RunFolderError(f"{path} holds {other.what} run: continue it with d2lrnn {other.name} "
                                  f"--resume {path}")
+        if not os.path.lexists(best):
+            raise RunFolderError(f"{path} holds last.npz but no model.npz, the run's best model: it is not a "
+                                 "whole run folder; start a new run")
+        runs = {name: run_id_of(file, self.info(file, follow_symlinks=False)["hparams"]) for name, file in
+                (("last.npz", last), ("model.npz", best))}
+        if runs["last.npz"] != runs["model.npz"]:
+            raise RunFolderError(f"{path} mixes the files of two runs (its model.npz is not from the run of "
+                                 "its last.npz: a run started with --overwrite was stopped while it saved "
+                                 "its first epoch): start again with --overwrite, or choose another --out")
         return path, last
 
     def train_here(self, args, backend, start, early):
@@ -245,6 +298,7 @@ class TrainingCommand:
             self.before_training(args, data)
             if resumed:
                 net, history, resume = self.load_run(out / "last.npz", args, data, digest)
+                self.check_model(out / "last.npz", net.config(), args)
                 restore_generators(out / "last.npz", resume, data.train_iter, history)
                 print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
             else:
@@ -253,8 +307,10 @@ class TrainingCommand:
             if resumed:
                 restore_optimizer(out / "last.npz", updater, args.optimizer,
                                   history["epoch"][-1] * self.steps_per_epoch(data))
-            saver = RunSaver(self, out, data, self.hparams(args, backend, digest, data),
-                             self.title(args, backend), history, updater)
+            hparams = self.hparams(args, backend, digest, data)
+            if args.run_id is not None:  # None: a run saved before runs were marked, resumed
+                hparams["run"] = args.run_id
+            saver = RunSaver(self, out, data, hparams, self.title(args, backend), history, updater)
             try:
                 history = self.fit(args, net, data, history, saver, updater)
             except TrainingError as err:
@@ -301,6 +357,39 @@ def interrupted(saver, out, command):
         return KeyboardInterrupt("interrupted before the first epoch finished; nothing was saved")
     return KeyboardInterrupt(f"interrupted; epochs 1-{saver.saved} are saved in {out.path}: continue "
                              f"with: {command} --resume {out.path}")
+
+
+def short(value, limit=80):
+    """A value from a file, for a message: its ``repr``, cut to ``limit`` characters (one line, short)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+#: What a run id is: 32 hexadecimal digits (a UUID's).
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def run_id_of(last, hparams):
+    """The id of the run whose settings a ``last.npz`` holds (None for a run saved before runs had ids)."""
+    run = hparams.get("run")
+    if run is not None and not (isinstance(run, str) and RUN_ID.fullmatch(run)):
+        raise CheckpointError(f"{last} is corrupt: its run id is {short(run)}, not 32 hexadecimal digits: "
+                              "start a new run")
+    return run
+
+
+def check_history(last, history, fields, epoch):
+    """The history of a run to resume: for every column of its metrics a list of numbers (or None, for
+    figures not computed every epoch), one per epoch, ``epoch`` column 1, 2, ..., ``epoch``."""
+    damaged = f"{last} holds a damaged resume state ({{}}): start a new run"
+    for key in fields:
+        values = history.get(key)
+        if not isinstance(values, list) or len(values) != epoch:
+            raise CheckpointError(damaged.format(f"its history of {key} is not a list of {epoch} epochs"))
+        if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
+            raise CheckpointError(damaged.format(f"its history of {key} holds other things than numbers"))
+    if history["epoch"] != list(range(1, epoch + 1)):
+        raise CheckpointError(damaged.format("history and epoch disagree"))
 
 
 def duration(seconds):

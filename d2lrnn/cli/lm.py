@@ -2,6 +2,7 @@
 baselines, saved after every epoch in a run folder of its own, and text generated with it."""
 
 import hashlib
+import math
 import pathlib
 import types
 
@@ -172,6 +173,9 @@ class LanguageModelCommand(TrainingCommand):
     example, out_pattern = "runs/timemachine-numpy-scratch-1", "runs/<corpus>-<backend>-<model>-<N>"
     plot, csv_fields = "perplexity.png", CSV_FIELDS
     defaults, types, choices, added = TRAIN_DEFAULTS, SETTING_TYPES, SETTING_CHOICES, ADDED_SETTINGS
+    model_settings = {"kind": "model", "cell": "cell", "num_hiddens": "hidden", "num_layers": "num_layers",
+                      "dropout": "dropout", "input_dropout": "input_dropout",
+                      "output_dropout": "output_dropout"}
     help = "train a character RNN language model"
     description = ("Train a character-level RNN language model, compare it with n-gram baselines on the same "
                    "held-out text, and save, after every epoch, the best model so far, the metrics, a "
@@ -248,13 +252,27 @@ class LanguageModelCommand(TrainingCommand):
     def read(self, args):
         corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
 
-    def check_resumed(self, args, path, info):
-        saved = info["hparams"]
-        if args.corpus not in CORPORA and saved.get("corpus_path"):
-            args.corpus = saved["corpus_path"]  # the run may have been started from another folder
+    def names_a_file(self, key, value):
+        return key == "corpus" and value not in CORPORA
 
-    def info(self, path):
-        return checkpoint_info(path)
+    def check_resumed(self, args, path, info):
+        """Refuse to resume a run that stopped early: it is finished (one more epoch would stop it again,
+        and its result would no longer be the finished run's)."""
+        history = info["history"]
+        done = history["epoch"][-1]
+        if not args.patience or done >= args.epochs:
+            return
+        best, lowest = done, math.inf  # as training.loop.EarlyStopping counts
+        for epoch, value in zip(history["epoch"], history["val_ppl"]):
+            if value is not None and value < lowest:
+                best, lowest = epoch, value
+        if done - best >= args.patience:
+            raise D2LRNNError(f"the run in {path} stopped early after epoch {done} of {args.epochs} (no "
+                              f"better validation perplexity for {args.patience} epochs): it is finished, "
+                              "nothing was changed; start a new run to train with other settings")
+
+    def info(self, path, follow_symlinks=True):
+        return checkpoint_info(path, follow_symlinks)
 
     def data(self, args, early):
         ops.manual_seed(args.seed)
@@ -317,7 +335,7 @@ class LanguageModelCommand(TrainingCommand):
                           output_dropout=args.output_dropout, init=args.init)
 
     def load_run(self, path, args, data, digest):
-        net, saved_vocab, info = load_checkpoint(path)
+        net, saved_vocab, info = load_checkpoint(path, follow_symlinks=False)
         saved = info["hparams"].get("corpus_sha1")
         if saved_vocab != data.vocab or saved not in (digest, _corpus_digest(data.train_iter, data.val_iter,
                                                                              int64=True)):

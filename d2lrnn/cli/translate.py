@@ -130,6 +130,8 @@ class TranslationCommand(TrainingCommand):
     plot, csv_fields = LOSS_PLOT, TRANSLATE_CSV_FIELDS
     defaults, types, choices = TRANSLATE_DEFAULTS, TRANSLATE_TYPES, TRANSLATE_CHOICES
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
+    model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
+                      "num_layers": "num_layers", "dropout": "dropout"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -170,11 +172,11 @@ class TranslationCommand(TrainingCommand):
         if args.num_layers == 1:
             args.dropout = 0.0
 
-    def given(self, key, value):
-        return str(pathlib.Path(value).resolve()) if key == "pairs" else value
+    def names_a_file(self, key, value):
+        return key == "pairs" and value is not None
 
-    def info(self, path):
-        return seq2seq_checkpoint_info(path)
+    def info(self, path, follow_symlinks=True):
+        return seq2seq_checkpoint_info(path, follow_symlinks)
 
     def check_resumed(self, args, path, info):
         seconds = (info["history"].get("seconds") or [0.0])[-1]
@@ -233,7 +235,7 @@ class TranslationCommand(TrainingCommand):
                             args.num_layers, args.dropout, rnn=args.model)
 
     def load_run(self, path, args, data, digest):
-        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path)
+        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, follow_symlinks=False)
         if saved_src != data.src_vocab or saved_tgt != data.tgt_vocab or \
                 info["hparams"].get("pairs_sha1") != digest:
             raise DataError(f"the pairs {args.pairs or pairs_name(None)} are not the pairs the run in "

@@ -476,7 +476,13 @@ def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_pat
     assert cli.main(["train", *TINY, "--corpus", str(corpus), "--out", str(run)]) == 0
     corpus.write_text("the time traveller spoke " * 200)
     capsys.readouterr()
+    # d2lrnn opens no file a checkpoint names (issue 32): the run's own corpus file is given again
     assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    assert capsys.readouterr().err == (f"d2lrnn: error: the run in {run} was trained on the file "
+                                       f"'{corpus}': pass it again with --corpus PATH to resume (d2lrnn "
+                                       "opens no file that a checkpoint names; the run checks it is the same "
+                                       "text)\n")
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert err == (f"d2lrnn: error: the corpus {corpus} is not the text the run in {run} was trained on (it "
                    "changed since): resume needs the same text; start a new run instead\n")
@@ -487,7 +493,7 @@ def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_pat
     meta["resume"]["generator"] = {"bit_generator": "PCG64", "state": "broken"}
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
-    assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"d2lrnn: error: {run / 'last.npz'} holds a damaged resume state (")
     assert err.count("\n") == 1
@@ -560,7 +566,7 @@ def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, mon
         def refused(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
 
-        monkeypatch.setattr("d2lrnn.training.runs.open", refused, raising=False)
+        monkeypatch.setattr("d2lrnn.training.runs._open_lock_file", refused)
         message = "cannot write in the output folder"
     monkeypatch.setattr(cli.lm, "train_lm", lambda *a, **k: pytest.fail("training started"))
     assert cli.main(["train", *TINY, "--out", str(tmp_path)]) == 2
