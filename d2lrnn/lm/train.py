@@ -10,22 +10,18 @@ exp(mean cross-entropy per token).
 
 import functools
 import inspect
+import math
 
 from .. import checks, ops
 from ..backends import backend_name
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
-from ..training.guard import DivergenceGuard, quiet_numerics
+from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, run_epoch
 from ..training.metrics import Accumulator, format_perplexity, perplexity
 from ..training.optim import SGD, Schedule, get_optimizer
 from .loss import lm_loss
 from .truncation import get_truncation, truncated_forward
-
-#: A run has diverged when an epoch's training perplexity is above this many times the vocabulary
-#: size: an untrained model guesses about uniformly (perplexity V), so the run has gone far above
-#: where it started. A slowly learning run (a tiny learning rate) stays near V and is not flagged.
-DIVERGENCE_FACTOR = 2
 
 #: Why a bidirectional network is not trained as a next-token language model by default.
 SEES_THE_FUTURE = ("a bidirectional model reads each sequence from both ends, so when it predicts token t+1 "
@@ -146,7 +142,7 @@ class LanguageModelTask(Task):
 
     def blown_up(self, net, ppl, epoch):
         V = net.vocab_size
-        if ppl <= DIVERGENCE_FACTOR * V:
+        if not blown_up_loss(math.log(ppl) if ppl > 0 else ppl, V):
             return None
         return (f"training perplexity {format_perplexity(ppl)} in epoch {epoch} is above "
                 f"{DIVERGENCE_FACTOR} x the vocabulary size {V} (a uniform guess scores {V})")

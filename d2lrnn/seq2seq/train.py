@@ -15,7 +15,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import backend_name
 from ..errors import DataError
-from ..training.guard import quiet_numerics
+from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit
 from ..training.metrics import Accumulator
 from ..training.optim import get_optimizer
@@ -126,6 +126,16 @@ class EncoderDecoderTask(Task):
 
     def batch_total(self, loss, tokens):
         return batch_total(loss, tokens, self.summed)
+
+    def blown_up(self, net, loss, epoch):
+        """The language models' rule (:func:`~d2lrnn.training.guard.blown_up_loss`): a loss per target token
+        far above the untrained decoder's log V."""
+        V = len(self.tgt_vocab)
+        if not blown_up_loss(loss, V):
+            return None
+        limit, uniform = math.log(DIVERGENCE_FACTOR * V), math.log(V)
+        return (f"training loss {loss:.3g} per token in epoch {epoch} is above log({DIVERGENCE_FACTOR} x the "
+                f"target vocabulary size {V}) = {limit:.3g} (a uniform guess scores log {V} = {uniform:.3g})")
 
     def validate(self, net, epoch, last):
         if self.val_iter is None:
