@@ -84,6 +84,9 @@ def load_backend(name):
             module = importlib.import_module(f"{__name__}.{name}")
         except BackendError as err:
             raise BackendError(str(err)) from None
+        except KeyboardInterrupt:  # a framework half imported cannot be used: say so in one line
+            raise BackendError(f"loading the {name} backend was interrupted (Ctrl-C) while its framework was "
+                               "imported: nothing was done; run it again") from None
         for function in SHIM_FUNCTIONS:  # the contract's docstrings, written once in _spec.py
             with contextlib.suppress(AttributeError, TypeError):  # a framework's own function: its own
                 getattr(module, function).__doc__ = getattr(_spec, function).__doc__

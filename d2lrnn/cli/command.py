@@ -20,7 +20,7 @@ from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
 from ..training import checkpoint
 from ..training.metrics import clock
 from ..training.runs import open_run_folder
-from .args import HelpFormatter, backend_choice, folder
+from .args import HelpFormatter, backend_choice, folder, limit_text
 from .saving import RunSaver, restore_generators, restore_optimizer
 
 
@@ -56,8 +56,9 @@ class TrainingCommand:
 
         def setting(flag, help, **kwargs):
             key = flag[2:].replace("-", "_")
-            parser.add_argument(flag, default=None, type=self.types.get(key, str),
-                                help=f"{help} (default: {self.default_text(key)})", **kwargs)
+            kind = self.types.get(key, str)
+            parser.add_argument(flag, default=None, type=kind, **kwargs,
+                                help=f"{help} (default: {self.default_text(key)}){limit_text(kind)}")
 
         self.add_settings(parser, setting)
         where = parser.add_mutually_exclusive_group()

@@ -9,6 +9,7 @@ import types
 import numpy as np
 
 from .. import ops
+from ..checks import MAX_EPOCHS
 from ..data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from ..errors import D2LRNNError, DataError
 from ..lm import checkpoint_info, checkpoint_writer, load_checkpoint, make_model, predict, train_lm
@@ -19,6 +20,7 @@ from ..training.metrics import format_perplexity
 from ..training.optim import Schedule, get_optimizer
 from .args import (
     SHARED_SETTING_TYPES,
+    at_most,
     dropout_rate,
     max_tokens,
     nonnegative_float,
@@ -57,7 +59,7 @@ ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_drop
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout_rate,
                  "output_dropout": dropout_rate, "weight_decay": nonnegative_float, "warmup": nonnegative_int,
-                 "patience": nonnegative_int, "max_tokens": max_tokens}
+                 "patience": at_most(nonnegative_int, MAX_EPOCHS), "max_tokens": max_tokens}
 #: The values each setting with a fixed set of them may take.
 SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
                    "optimizer": ("sgd", "adam"), "schedule": ("constant", "cosine", "linear"),

@@ -10,6 +10,7 @@ import types
 import numpy as np
 
 from .. import ops
+from ..checks import MAX_HIDDEN
 from ..data import load_data_nmt_split
 from ..data.translation import PAIRS_FILE
 from ..errors import CheckpointError, D2LRNNError, DataError
@@ -29,6 +30,7 @@ from ..seq2seq.checkpoint import (
 from ..seq2seq.train import book_bleu, book_sentences
 from .args import (
     SHARED_SETTING_TYPES,
+    at_most,
     file_name,
     positive_float,
     positive_int,
@@ -49,7 +51,8 @@ REPORT_BEAM = 4
 
 #: The type of each translation setting: checks the command line, and the settings a resumed run saved.
 TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
-                   "pairs": file_name, "embed_size": positive_int, "num_examples": positive_int,
+                   "pairs": file_name, "embed_size": at_most(positive_int, MAX_HIDDEN),
+                   "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
