@@ -16,6 +16,7 @@ The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b
 """
 
 from .. import checks, ops
+from ..backends import checked_indices
 from ..errors import ArgumentError
 from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
 from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
@@ -30,6 +31,9 @@ class _LanguageModel:
     """What every model shares: calling, named parameters, the book-layout accessors."""
 
     def __call__(self, X, state, params=None):
+        """``(Y, new_state)`` for token indices ``X`` (batch, num_steps), each checked to be in the
+        vocabulary (``forward``, what compiled steps run, takes them unchecked)."""
+        X = checked_indices("X", X, self.vocab_size)
         return self.forward(self.params if params is None else params, X, state)
 
     def named_params(self):

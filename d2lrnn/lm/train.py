@@ -12,8 +12,10 @@ import functools
 import inspect
 import math
 
+import numpy as np
+
 from .. import checks, ops
-from ..backends import backend_name
+from ..backends import backend_name, checked_indices
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
@@ -42,6 +44,16 @@ def check_causal(net, allow_bidirectional=False):
     if is_bidirectional(net) and not allow_bidirectional:
         raise ArgumentError(f"{SEES_THE_FUTURE}; use a one-directional model, or pass "
                             "allow_bidirectional=True to train it anyway (to see it fail)")
+
+
+def check_data(net, **iterators):
+    """Every token of the loaders' text (``{name: loader}``) inside the model's vocabulary, checked once on
+    the NumPy text a :class:`~d2lrnn.data.SeqDataLoader` holds: a model built for 5 tokens would train on
+    28-token data without a word on MXNet, whose ``one_hot`` reads an index past its size as zeros."""
+    for name, loader in iterators.items():
+        corpus = getattr(loader, "corpus", None)
+        if isinstance(corpus, np.ndarray) and len(corpus) and getattr(net, "vocab_size", None):
+            checked_indices(f"{name}'s text", corpus, net.vocab_size, f"the model's {net.vocab_size} tokens")
 
 
 def lm_objective(net, loss, training, truncation=None):
@@ -236,6 +248,7 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     ``num_steps``), ``d2l.RegularTruncation(k)`` or ``d2l.RandomizedTruncation(p)``.
     """
     check_causal(net, allow_bidirectional)
+    check_data(net, train_iter=train_iter, val_iter=val_iter)
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)

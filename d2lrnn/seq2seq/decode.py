@@ -22,6 +22,7 @@ NumPy work on the step's log-probabilities.
 import numpy as np
 
 from .. import checks, ops
+from ..backends import checked_index, checked_indices, checked_lengths, checked_tensor
 from ..data.translation import build_array_nmt_numpy, preprocess_nmt
 from ..errors import ArgumentError
 
@@ -56,7 +57,7 @@ def greedy_search(net, X, X_valid_len, bos, eos, max_len, params=None, device=No
     """The token indices (lists, ``<eos>`` left out) that greedy search chooses for each source row of
     ``X`` (batch, num_steps, a tensor or NumPy array of indices)."""
     params = net.params if params is None else params
-    X, X_valid_len = _tensors(X, X_valid_len, device)
+    X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     state = net.encode(params, X, X_valid_len)
     batch = ops.shape(X)[0]
     outputs, done, tokens = [[] for _ in range(batch)], np.zeros(batch, bool), np.full(batch, bos)
@@ -81,7 +82,7 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
         raise ArgumentError("beam search reorders the decoder's state, whose layout your own framework model "
                             "decides: decode it greedily (beam_size=1), or build it with d2l.make_seq2seq")
     params = net.params if params is None else params
-    X, X_valid_len = _tensors(X, X_valid_len, device)
+    X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     batch, k = ops.shape(X)[0], beam_size
     rows = ops.tensor(np.repeat(np.arange(batch), k), device=device)  # sentence i -> rows i*k .. i*k+k-1
     state = tuple(ops.take(s, rows) for s in net.encode(params, X, X_valid_len))
@@ -165,12 +166,24 @@ def sentences_per_batch(beam_size, vocab_size, batch_size=BATCH_SIZE):
     return max(1, min(batch_size, rows // beam_size))
 
 
-def _tensors(X, X_valid_len, device):
+def _checked(net, X, X_valid_len, bos, eos, device):
+    """The source indices and valid lengths as tensors, and the ``<bos>`` and ``<eos>`` ids, checked against
+    the model's vocabularies (where it says their sizes)."""
+    src_size = getattr(getattr(net, "encoder", None), "vocab_size", None)
+    tgt_size = getattr(getattr(net, "decoder", None), "vocab_size", None)
+    if src_size is not None:
+        checked_indices("X", X, src_size, "the source vocabulary")
+    else:
+        checked_tensor("X", X)
+    shape = np.shape(X) if isinstance(X, np.ndarray) else tuple(ops.shape(X))
+    checked_lengths("X_valid_len", X_valid_len, shape[1] if len(shape) == 2 else None)
+    if tgt_size is not None:
+        bos, eos = (checked_index(name, value, tgt_size) for name, value in (("bos", bos), ("eos", eos)))
     if isinstance(X, np.ndarray):
         X = ops.tensor(X, device=device)
     if isinstance(X_valid_len, np.ndarray):
         X_valid_len = ops.tensor(X_valid_len, device=device)
-    return X, X_valid_len
+    return X, X_valid_len, bos, eos
 
 
 def source_arrays(sentences, src_vocab, num_steps):
