@@ -17,7 +17,7 @@ import uuid
 from .. import checks
 from ..backends import available_backends, backend_name, use_backend
 from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
-from ..training import checkpoint
+from ..training import checkpoint, memory
 from ..training.metrics import clock
 from ..training.runs import open_run_folder
 from .args import HelpFormatter, backend_choice, folder, limit_text
@@ -338,18 +338,15 @@ def register(command):
     return command
 
 
-def refuse_too_large(num_params, given, fix):
-    """Refuse a model of ``num_params`` numbers if they, their gradients and updates would not fit in this
-    machine's memory; ``given`` names the settings that make it so, ``fix`` the ones to lower."""
-    need = 4 * num_params * 4  # float32: params, grads, updates, slack
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return
-    if need > have:
-        raise D2LRNNError(f"{given} needs about {need / 2**30:.0f} GB for the model's "
-                          f"parameters and their gradients, more than this machine's {have / 2**30:.0f} GB: "
-                          f"use a smaller {fix}")
+def refuse_too_large(need, given, fix):
+    """Refuse a run that needs ``need`` bytes to train (:func:`d2lrnn.training.memory.training_bytes`) if
+    that is more than this machine's memory; ``given`` names the settings that make it so, ``fix`` the ones
+    to lower."""
+    have = memory.physical_memory()
+    if have is not None and need > have:
+        raise D2LRNNError(f"{given} needs about {memory.size_text(need)} to train (parameters, gradients, "
+                          f"optimizer state and what the backward pass keeps), more than this machine's "
+                          f"{memory.size_text(have)}: use a smaller {fix}")
 
 
 def interrupted(saver, out, command):

@@ -16,6 +16,7 @@ from ..lm import checkpoint_info, checkpoint_writer, load_checkpoint, make_model
 from ..lm.train import SEES_THE_FUTURE, Updater
 from ..models import cell_names
 from ..models.cell import INITS, TOKEN_BOUND
+from ..training.memory import training_bytes
 from ..training.metrics import format_perplexity
 from ..training.optim import Schedule, get_optimizer
 from .args import (
@@ -281,7 +282,11 @@ class LanguageModelCommand(TrainingCommand):
         train_iter, val_iter, vocab = load_data_lm(args.corpus, args.batch_size, args.num_steps,
                                                    args.sampling == "random", args.max_tokens,
                                                    args.val_fraction, seed=args.seed, raw=args.raw)
-        refuse_too_large(_num_params(len(vocab), args), f"--hidden {args.hidden}", "--hidden")
+        need = training_bytes(_num_params(len(vocab), args), args.optimizer, args.cell,
+                              args.batch_size * args.num_steps * args.hidden * args.num_layers,
+                              args.batch_size * args.num_steps * len(vocab))
+        refuse_too_large(need, f"--hidden {args.hidden} with --batch-size {args.batch_size} and --num-steps "
+                               f"{args.num_steps}", "--hidden, --batch-size or --num-steps")
         if "warmup" in getattr(args, "cell_defaults", []):  # the cell's default: at most a tenth of a run
             args.warmup = min(args.warmup, args.epochs * len(train_iter) // 10)
         return types.SimpleNamespace(train_iter=train_iter, val_iter=val_iter, vocab=vocab)

@@ -28,6 +28,7 @@ from ..seq2seq.checkpoint import (
     seq2seq_checkpoint_writer,
 )
 from ..seq2seq.train import book_bleu, book_sentences
+from ..training.memory import training_bytes
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
@@ -208,9 +209,12 @@ class TranslationCommand(TrainingCommand):
                                    "tgt_vocab_size": len(tgt_vocab), "embed_size": args.embed_size,
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
                                    "dropout": args.dropout, "reset_after": True})
-        refuse_too_large(sum(math.prod(shape) for shape in shapes.values()),
-                         f"--hidden {args.hidden} with --embed-size {args.embed_size}",
-                         "--hidden or --embed-size")
+        tokens = args.batch_size * args.num_steps  # per batch, in the encoder and in the decoder
+        need = training_bytes(sum(math.prod(shape) for shape in shapes.values()), args.optimizer, "gru",
+                              2 * tokens * args.hidden * args.num_layers, tokens * len(tgt_vocab))
+        refuse_too_large(need, f"--hidden {args.hidden} with --embed-size {args.embed_size}, --batch-size "
+                               f"{args.batch_size} and --num-steps {args.num_steps}",
+                         "--hidden, --embed-size, --batch-size or --num-steps")
         ops.manual_seed(args.seed)
         return types.SimpleNamespace(train_iter=train_iter, val_iter=val_iter, src_vocab=src_vocab,
                                      tgt_vocab=tgt_vocab)
