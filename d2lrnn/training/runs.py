@@ -132,6 +132,14 @@ def _open_lock_file(path):
     return fd
 
 
+def _write_pid(lock):
+    """Write this process's number into the (locked) lock file, for the message a second run gets."""
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+
+
 def fresh_folder(parent, stem):
     """Create and return ``parent/<stem>-<N>`` with N one above the highest number already there.
 
@@ -211,19 +219,22 @@ class RunFolder:
                                      "writes no file through a link), or choose another --out") from None
             raise RunFolderError(f"cannot write in the output folder {self.path} ({_reason(err)}): "
                                  "choose another --out") from None
+        try:
+            self._check_lock_file(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
         lock = os.fdopen(fd, "r+", encoding="ascii", errors="replace")
         try:
-            self._check_lock_file(lock, path)
+            held = lock.read(21).strip()
+            if held and not held.isdigit():
+                raise RunFolderError(f"{path} is not d2lrnn's lock file (it holds other text): remove it, or "
+                                     "choose another --out")
             if not _lock(fd):
-                lock.seek(0)
-                holder = lock.read(20).strip()
-                who = f" (pid {holder})" if holder.isdigit() else ""
+                who = f" (pid {held})" if held.isdigit() else ""
                 raise RunFolderError(f"another d2lrnn run{who} is writing to {self.path}: wait for it to "
                                      "finish, or choose another --out")
-            lock.seek(0)
-            lock.truncate()
-            lock.write(str(os.getpid()))
-            lock.flush()
+            _write_pid(lock)
         except OSError as err:
             lock.close()
             if isinstance(err, RunFolderError):
@@ -233,18 +244,14 @@ class RunFolder:
         self._lock_file = lock
 
     @staticmethod
-    def _check_lock_file(lock, path):
+    def _check_lock_file(fd, path):
         """A lock file is d2lrnn's if it is a regular file with no other name (a hard link would let the
-        pid be written into another file) holding nothing or a process number."""
-        info = os.fstat(lock.fileno())
+        pid be written into another file)."""
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "a hard link to another file"
             raise RunFolderError(f"{path} is {what}, not d2lrnn's lock file: remove it, or choose another "
                                  "--out")
-        held = lock.read(21).strip()
-        if held and not held.isdigit():
-            raise RunFolderError(f"{path} is not d2lrnn's lock file (it holds other text): remove it, or "
-                                 "choose another --out")
 
     def _check_writable(self):
         """Create and remove a file, and make sure no folder stands where a run file goes."""
@@ -342,12 +349,11 @@ def open_run_folder(out=None, default_parent="runs", default_stem="run", overwri
 def _check_held(folder, overwrite, resume):
     """Refuse a folder whose run files a new run would replace without being told to, or that are not
     d2lrnn's at all."""
-    held, present = folder.holds_run(), folder.run_files()
-    if held and not (overwrite or resume):
+    held, present, foreign = folder.holds_run(), folder.run_files(), folder.foreign_files()
+    if held and not (overwrite or resume) and not set(held) & set(foreign):
         raise RunFolderError(f"{folder.path} holds another run's checkpoint ({', '.join(held)}): pass "
                              f"--overwrite to replace it, --resume {folder.path} to continue it, or "
                              "choose another --out")
-    foreign = folder.foreign_files()
     if foreign:
         names = ", ".join(foreign)
         raise RunFolderError(f"{folder.path} holds {names}, which d2lrnn did not write (or a link, or not a "
