@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 
 from .. import checks
-from ..errors import BackendError
+from ..errors import ArgumentError, BackendError
 
 _rng = np.random.default_rng(0)
 
@@ -137,6 +137,28 @@ def tree_map(fn, tree):
     if tree is None or isinstance(tree, (int, float, str)):
         return tree
     return fn(tree)
+
+
+def loop_scan(step, carry, xs, reverse, unstack, stack):
+    """``scan`` as a Python loop, for the backends without a loop of their own in a compiled program.
+
+    Each input is unstacked once, ``step`` runs on each step's slices (the last step first with
+    ``reverse``), and each output is stacked once at the end, in the steps' order: the operations a
+    loop written by hand would do.
+    """
+    columns = [unstack(x) for x in xs] if isinstance(xs, tuple) else [unstack(xs)]
+    lengths = sorted({len(c) for c in columns})
+    if len(lengths) != 1 or lengths[0] == 0:
+        raise ArgumentError(f"scan: every input needs the same number of steps along axis 0, at least 1; "
+                            f"got {lengths}")
+    slices = list(zip(*columns)) if isinstance(xs, tuple) else columns[0]
+    T = len(slices)
+    ys = [None] * T
+    for t in reversed(range(T)) if reverse else range(T):
+        carry, ys[t] = step(carry, slices[t])
+    if isinstance(ys[0], tuple):
+        return carry, tuple(stack(column) for column in zip(*ys))
+    return carry, stack(ys)
 
 
 #: Largest block glibc's malloc may serve from its heap instead of a fresh mmap (glibc's maximum).

@@ -247,6 +247,19 @@ def custom_vjp(fwd, bwd):
     """
 
 
+def scan(step, carry, xs, reverse=False):
+    """Run ``step`` over the steps of ``xs`` (its leading axis), carrying a state: ``(carry_T, ys)``.
+
+        carry_t, y_t = step(carry_{t-1}, x_t)   for t = 1..T,   ys = [y_1; ...; y_T] (stacked on axis 0)
+
+    ``xs`` is a tensor or a tuple of tensors (sliced together, one length T >= 1), the carry a tensor or
+    a tuple of tensors, and ``y_t`` a tensor or a tuple of tensors (``()`` for none); ``ys`` mirrors it.
+    ``reverse=True`` runs t = T..1 and still returns ``ys`` in the steps' order (``jax.lax.scan``'s
+    meaning). Where the framework compiles a loop as one (JAX under ``jit``) the step is compiled once,
+    not once per step; elsewhere each input is unstacked once and each output stacked once.
+    """
+
+
 def compile(fn):
     """``fn`` compiled into one program per input signature where the framework compiles free functions
     (a compiled step gets fresh dropout randomness at every call, and reports how many programs it
@@ -295,7 +308,7 @@ SHIM_FUNCTIONS = (
     # the book's in-place training on the framework
     "in_place_hooks",
     # randomness, gradients, compilation, devices
-    "manual_seed", "detach", "value_and_grad", "custom_vjp", "compile", "try_gpu", "cpu", "num_gpus",
+    "manual_seed", "detach", "value_and_grad", "custom_vjp", "scan", "compile", "try_gpu", "cpu", "num_gpus",
     "to_device", "set_num_threads",
 )
 

@@ -11,12 +11,13 @@ Dropout needs JAX's own keys, and a key drawn inside a compiled function would b
 compiled program (the same mask at every step), so :func:`compile` passes a fresh key into every
 call of the compiled function, and :func:`dropout` folds a per-call counter into it.
 
-Compiling: XLA takes seconds to compile a training step (the scratch LSTM's 35 steps, unrolled
-forward and backward, about 8 s on two cores; 22 s at 64 steps), so compiled programs are kept on
-disk between runs, in ``~/.cache/d2lrnn/jax`` (or ``$XDG_CACHE_HOME/d2lrnn/jax``): a notebook re-run
-or another ``d2lrnn train`` of the same model starts at once. JAX's own rules decide what is kept
-(programs that took a second or more to compile). ``D2LRNN_JAX_CACHE`` names another folder, or
-``off``; a cache the user configured for JAX itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is.
+Compiling: XLA takes a second or two to compile a training step (the scratch models' time loops are
+``lax.scan`` loops, see :func:`scan`; unrolled, the LSTM's 35 steps forward and backward took 8.5 s
+on two cores), so compiled programs are kept on disk between runs, in ``~/.cache/d2lrnn/jax`` (or
+``$XDG_CACHE_HOME/d2lrnn/jax``): a notebook re-run or another ``d2lrnn train`` of the same model
+starts at once. JAX's own rules decide what is kept (programs that took a second or more to
+compile). ``D2LRNN_JAX_CACHE`` names another folder, or ``off``; a cache the user configured for JAX
+itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is.
 """
 
 import contextlib
@@ -461,6 +462,21 @@ def custom_vjp(fwd, bwd):
 
     f.defvjp(f_fwd, f_bwd)
     return f
+
+
+#: ``lax.scan``'s ``unroll``: how many steps each iteration of the compiled loop runs. One: the scratch
+#: models' training steps ran no faster with 2, 4 or 7 (the LSTM's slower), and compiled longer.
+SCAN_UNROLL = 1
+
+
+def scan(step, carry, xs, reverse=False):
+    # Traced (under ``jit`` or a gradient), ``jax.lax.scan``: XLA compiles ``step`` once, as a loop,
+    # instead of T unrolled copies. On concrete arrays a Python loop over ``unstack``, as on the other
+    # backends: there ``lax.scan`` would trace and compile a program at every call, the step being a new
+    # closure each time (generating text token by token took 4x as long).
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((carry, xs))):
+        return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=SCAN_UNROLL)
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
 def compile(fn):  # noqa: A001

@@ -571,6 +571,11 @@ def _leaf(x):
     return x
 
 
+def scan(step, carry, xs, reverse=False):
+    # A Python loop: each input unstacked once, each output stacked once.
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     # MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged.
     return fn
@@ -634,10 +639,11 @@ def _np_aware(fn):
 
 
 #: Shim functions that neither take nor make tensors (or, as value_and_grad, hand the caller's own
-#: arrays to the caller's function), left as they are.
-_NOT_TENSOR_FUNCTIONS = ("native_rnn", "in_place_hooks", "value_and_grad", "custom_vjp", "compile", "try_gpu",
-                         "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape", "size",
-                         "to_numpy")
+#: arrays to the caller's function; scan slices and stacks them with the np-aware unstack and stack),
+#: left as they are.
+_NOT_TENSOR_FUNCTIONS = ("native_rnn", "in_place_hooks", "value_and_grad", "custom_vjp", "scan", "compile",
+                         "try_gpu", "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape",
+                         "size", "to_numpy")
 
 
 def _make_np_aware():

@@ -369,6 +369,10 @@ def custom_vjp(fwd, bwd):
     return lambda *args: tuple(f(*args))
 
 
+def scan(step, carry, xs, reverse=False):
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     return fn
 

@@ -491,6 +491,12 @@ def custom_vjp(fwd, bwd):
     return f
 
 
+def scan(step, carry, xs, reverse=False):
+    # A Python loop (in a ``tf.function`` graph, one copy of ``step`` per step): each input
+    # unstacked once, each output stacked once.
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 #: What tracing raises for Python code that graphs cannot hold, such as the book's loop
 #: ``for X in inputs: ... outputs.append(Y)`` over a tensor (AutoGraph turns it into a
 #: ``tf.while_loop``, and the list then holds tensors of the loop's inner graph).

@@ -402,6 +402,11 @@ def custom_vjp(fwd, bwd):
     return Function.apply
 
 
+def scan(step, carry, xs, reverse=False):
+    # A Python loop: each input unstacked once (views), each output stacked once.
+    return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
+
+
 def compile(fn):  # noqa: A001
     # Eager PyTorch is fastest for these small step functions: returned unchanged.
     return fn

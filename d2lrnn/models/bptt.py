@@ -1,8 +1,12 @@
 """Backpropagation through time written by hand once for every backend: the tanh RNN, the LSTM and the GRU.
 
-Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``): the
-forward loop keeps what the backward loop needs, and the backward loop walks the steps in reverse,
-carrying the gradient of the state. What every scan shares:
+Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``), as two
+``ops.scan`` loops (on JAX one compiled loop each, not T unrolled copies of the step): the forward
+scan carries the state and returns, stacked over the steps, the hidden states and what the backward
+pass needs; the backward scan walks the steps in reverse (``reverse=True``) over those stacked values,
+carrying the gradient of the state. Its body is the same at every step: the output gradients come
+in shifted by one step, so that step t adds dL/dH_{t-1} (zero at t = 1) to the gradient it sends
+back. What every scan shares:
 
 - the weight gradients are one matrix product over all steps, not T products and T additions:
   sum_t H_{t-1}^T dG_t = [H_0; ...; H_{T-1}]^T [dG_1; ...; dG_T] (split as H_0^T dG_1 plus one
@@ -15,7 +19,11 @@ carrying the gradient of the state. What every scan shares:
 - gates that share an activation are computed together (all four of the LSTM's, the GRU's update
   and reset gates), split by one unstack of a (B, gates, h) view rather than by column slices
   (each a copy on MXNet), and their gradients concatenated once per step for one product;
-- the forward loop keeps every activation the backward loop needs, so that loop slices nothing.
+- the forward scan returns every activation the backward scan needs (the LSTM's C_{t-1} among
+  them; the book's GRU takes H_{t-1} as the stored states shifted by one step), and gates that share
+  one activation are split from its stacked values once for all steps, by one unstack of a
+  (T, B, gates, h) view: the backward scan's inputs are whole-sequence tensors, and its body slices
+  nothing.
 
 The inputs are the input projections X_t W_x + b of every step (computed before the loop, one
 product or one gather) and the recurrent weights; the outputs the stacked hidden states and the
@@ -111,29 +119,45 @@ def _flat_product(Xs, dG):
     return ops.matmul(ops.transpose(ops.reshape(Xs, (T * B, n))), ops.reshape(dG, (T * B, -1)))
 
 
+def _shifted(first, Xs):
+    """[first; X_1; ...; X_{T-1}] for stacked Xs (T, B, n): at step t, X_{t-1} (``first`` at t = 1)."""
+    T = ops.shape(Xs)[0]
+    first = ops.reshape(first, (1, *ops.shape(first)))
+    return first if T == 1 else ops.concat([first, Xs[: T - 1]], 0)
+
+
+def _output_grads(dHs):
+    """The backward scan's inputs from the stacked output gradients dL/dH_t: dL/dH_T, which starts the
+    carried gradient, and dL/dH_{t-1} at each step t (zero at t = 1: H_0 is no output)."""
+    dH_T = dHs[ops.shape(dHs)[0] - 1]
+    return dH_T, _shifted(ops.zeros_like(dH_T), dHs)
+
+
 # -- tanh RNN ------------------------------------------------------------------------------------
 
 
 def _rnn_forward(XW, H0, W_hh):
     W_hh_T = ops.prepack_linear(ops.transpose(W_hh))  # H W_hh = linear(H, W_hh^T)
-    H, hiddens = H0, []
-    for XW_t in ops.unstack(XW):
+
+    def step(H, XW_t):
         H = ops.tanh(ops.linear(H, W_hh_T, XW_t))  # H W_hh + XW_t
-        hiddens.append(H)
-    Hs = ops.stack(hiddens)
+        return H, H
+
+    H, Hs = ops.scan(step, H0, XW)
     return (Hs, H), (Hs, H0, W_hh)
 
 
 def _rnn_backward(residuals, dHs, dH_last):
     Hs, H0, W_hh = residuals
-    T = ops.shape(Hs)[0]
-    hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
     W_hh = ops.prepack_linear(W_hh)  # used in T products below
-    dH, dA = dH_last + dH_out[T - 1], [None] * T
-    for t in reversed(range(T)):
-        dA[t] = ops.tanh_grad(hiddens[t], dH)  # dH_t (1 - H_t^2), one fused kernel
-        dH = ops.linear(dA[t], W_hh, dH_out[t - 1] if t > 0 else None)  # dA_t W_hh^T + dL/dH_{t-1}
-    dA = ops.stack(dA)
+    dH_T, dH_prev_out = _output_grads(dHs)
+
+    def step(dH, inputs):
+        H, dH_prev_out_t = inputs
+        dA = ops.tanh_grad(H, dH)  # dH_t (1 - H_t^2), one fused kernel
+        return ops.linear(dA, W_hh, dH_prev_out_t), dA  # dA_t W_hh^T + dL/dH_{t-1}
+
+    dH, dA = ops.scan(step, dH_last + dH_T, (Hs, dH_prev_out), reverse=True)
     return dA, dH, _weight_grad(H0, Hs, dA)
 
 
@@ -143,38 +167,40 @@ def _rnn_backward(residuals, dHs, dH_last):
 def _lstm_forward(XW, H0, C0, W_h):
     B, h = ops.shape(H0)
     W_h_T = ops.prepack_linear(ops.transpose(W_h))  # H W_h = linear(H, W_h^T)
-    H, C = H0, C0
-    hiddens, cells, steps = [], [C0], []
-    for XW_t in ops.unstack(XW):
+
+    def step(state, XW_t):
+        H, C_prev = state
         A = ops.sigmoid(ops.linear(H, W_h_T, XW_t))  # sigmoid(XW_t + H W_h): the four gates at once
         I, F, O, A_c = ops.unstack(ops.reshape(A, (B, 4, h)), 1)  # noqa: E741 - the book's name
         C_tilde = A_c + A_c - 1.0  # tanh(x) = 2 sigmoid(2x) - 1
-        C = F * C + I * C_tilde
+        C = F * C_prev + I * C_tilde
         tanh_C = ops.tanh(C)
         H = O * tanh_C
-        hiddens.append(H)
-        cells.append(C)
-        steps.append((A, I, F, O, C_tilde, tanh_C))
-    Hs = ops.stack(hiddens)
-    return (Hs, H, C), (Hs, H0, cells, steps, W_h)
+        return (H, C), (H, A, C_prev, C_tilde, tanh_C)
+
+    (H, C), (Hs, *steps) = ops.scan(step, (H0, C0), XW)
+    return (Hs, H, C), (Hs, H0, steps, W_h)
 
 
 def _lstm_backward(residuals, dHs, dH_last, dC_last):
-    Hs, H0, cells, steps, W_h = residuals
-    T = ops.shape(Hs)[0]
-    dH_out = ops.unstack(dHs)
+    Hs, H0, (A, C_prev, C_tilde, tanh_C), W_h = residuals
+    T, B, h = ops.shape(Hs)
+    I, F, O, _ = ops.unstack(ops.reshape(A, (T, B, 4, h)), 2)  # noqa: E741 - the gates of every step
     W_h = ops.prepack_linear(W_h)  # used in T products below
-    dH, dC, dG = dH_last + dH_out[T - 1], dC_last, [None] * T
-    for t in reversed(range(T)):
-        A, I, F, O, C_tilde, tanh_C = steps[t]  # noqa: E741 - the book's name
-        dC = dC + ops.tanh_grad(tanh_C, dH * O)  # through H_t = O_t tanh(C_t)
-        dC_tilde = dC * I
+    dH_T, dH_prev_out = _output_grads(dHs)
+
+    def step(state, inputs):
+        dH, dC = state
+        A_t, I_t, F_t, O_t, C_prev_t, C_tilde_t, tanh_C_t, dH_prev_out_t = inputs
+        dC = dC + ops.tanh_grad(tanh_C_t, dH * O_t)  # through H_t = O_t tanh(C_t)
+        dC_tilde = dC * I_t
         # dI_t, dF_t, dO_t and, for the doubled candidate, 2 dC~_t
-        dA = ops.concat([dC * C_tilde, dC * cells[t], dH * tanh_C, dC_tilde + dC_tilde], 1)
-        dG[t] = _sigmoid_grad(A, dA)
-        dC = dC * F
-        dH = ops.linear(dG[t], W_h, dH_out[t - 1] if t > 0 else None)  # dG_t W_h^T + dL/dH_{t-1}
-    dG = ops.stack(dG)
+        dA = ops.concat([dC * C_tilde_t, dC * C_prev_t, dH * tanh_C_t, dC_tilde + dC_tilde], 1)
+        dG = _sigmoid_grad(A_t, dA)
+        return (ops.linear(dG, W_h, dH_prev_out_t), dC * F_t), dG  # dG_t W_h^T + dL/dH_{t-1}, dC_{t-1}
+
+    (dH, dC), dG = ops.scan(step, (dH_last + dH_T, dC_last),
+                            (A, I, F, O, C_prev, C_tilde, tanh_C, dH_prev_out), reverse=True)
     return dG, dH, dC, _weight_grad(H0, Hs, dG)
 
 
@@ -190,38 +216,46 @@ def _update_reset_gates(H, W_hzr_T, XW_zr_t):
     return ZR, Z, R
 
 
+def _split_update_reset(ZR):
+    """Z and R of every step from the stacked [Z_t, R_t] (T, B, 2h): one unstack of a (T, B, 2, h) view."""
+    T, B, two_h = ops.shape(ZR)
+    return ops.unstack(ops.reshape(ZR, (T, B, 2, two_h // 2)), 2)
+
+
 def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):
     W_hzr_T = ops.prepack_linear(ops.transpose(W_hzr))
     W_hh_T = ops.prepack_linear(ops.transpose(W_hh))
-    H, hiddens, steps = H0, [], []
-    for XW_zr_t, XW_h_t in zip(ops.unstack(XW_zr), ops.unstack(XW_h)):
-        ZR, Z, R = _update_reset_gates(H, W_hzr_T, XW_zr_t)
+
+    def step(H, inputs):
+        ZR, Z, R = _update_reset_gates(H, W_hzr_T, inputs[0])
         RH = R * H
-        H_tilde = ops.tanh(ops.linear(RH, W_hh_T, XW_h_t))
+        H_tilde = ops.tanh(ops.linear(RH, W_hh_T, inputs[1]))  # (R_t * H_{t-1}) W_hh + XW_h_t
         D = H - H_tilde
         H = H_tilde + Z * D  # Z H + (1 - Z) H~
-        hiddens.append(H)
-        steps.append((ZR, Z, R, RH, H_tilde, D))
-    Hs = ops.stack(hiddens)
+        return H, (H, ZR, RH, H_tilde, D)
+
+    H, (Hs, *steps) = ops.scan(step, H0, (XW_zr, XW_h))
     return (Hs, H), (Hs, H0, steps, W_hzr, W_hh)
 
 
 def _gru_backward(residuals, dHs, dH_last):
-    Hs, H0, steps, W_hzr, W_hh = residuals
-    T = ops.shape(Hs)[0]
-    hiddens, dH_out = ops.unstack(Hs), ops.unstack(dHs)
+    Hs, H0, (ZR, RH, H_tilde, D), W_hzr, W_hh = residuals
+    Z, R = _split_update_reset(ZR)
     W_hzr, W_hh = ops.prepack_linear(W_hzr), ops.prepack_linear(W_hh)
-    dH, dS, dA = dH_last + dH_out[T - 1], [None] * T, [None] * T
-    for t in reversed(range(T)):
-        ZR, Z, R, _, H_tilde, D = steps[t]
-        dHZ = dH * Z
-        dA[t] = ops.tanh_grad(H_tilde, dH - dHZ)  # dH_t (1 - Z_t) (1 - H~_t^2)
-        dRH = ops.linear(dA[t], W_hh)  # dA_t W_hh^T
-        dS[t] = _sigmoid_grad(ZR, ops.concat([dH * D, dRH * (hiddens[t - 1] if t > 0 else H0)], 1))
-        rest = dHZ + dRH * R
-        dH = ops.linear(dS[t], W_hzr, rest + dH_out[t - 1] if t > 0 else rest)  # dS_t W_hzr^T + the rest
-    dS, dA = ops.stack(dS), ops.stack(dA)
-    dW_hh = _flat_product(ops.stack([step[3] for step in steps]), dA)  # sum_t (R_t * H_{t-1})^T dA_t
+    dH_T, dH_prev_out = _output_grads(dHs)
+
+    def step(dH, inputs):
+        ZR_t, Z_t, R_t, H_tilde_t, D_t, H_prev_t, dH_prev_out_t = inputs
+        dHZ = dH * Z_t
+        dA = ops.tanh_grad(H_tilde_t, dH - dHZ)  # dH_t (1 - Z_t) (1 - H~_t^2)
+        dRH = ops.linear(dA, W_hh)  # dA_t W_hh^T
+        dS = _sigmoid_grad(ZR_t, ops.concat([dH * D_t, dRH * H_prev_t], 1))
+        rest = dHZ + dRH * R_t + dH_prev_out_t
+        return ops.linear(dS, W_hzr, rest), (dS, dA)  # dS_t W_hzr^T + the rest
+
+    dH, (dS, dA) = ops.scan(step, dH_last + dH_T, (ZR, Z, R, H_tilde, D, _shifted(H0, Hs), dH_prev_out),
+                            reverse=True)
+    dW_hh = _flat_product(RH, dA)  # sum_t (R_t * H_{t-1})^T dA_t
     return dS, dA, dH, _weight_grad(H0, Hs, dS), dW_hh
 
 
@@ -231,36 +265,38 @@ def _gru_backward(residuals, dHs, dH_last):
 def _gru_ra_forward(XW_zr, XW_h, H0, W_hzr, W_hh, b_hh):
     W_hzr_T = ops.prepack_linear(ops.transpose(W_hzr))
     W_hh_T = ops.prepack_linear(ops.transpose(W_hh))
-    H, hiddens, steps = H0, [], []
-    for XW_zr_t, XW_h_t in zip(ops.unstack(XW_zr), ops.unstack(XW_h)):
-        ZR, Z, R = _update_reset_gates(H, W_hzr_T, XW_zr_t)
+
+    def step(H, inputs):
+        ZR, Z, R = _update_reset_gates(H, W_hzr_T, inputs[0])
         N = ops.linear(H, W_hh_T, b_hh)  # H W_hh + b_hh
-        H_tilde = ops.tanh(XW_h_t + R * N)
+        H_tilde = ops.tanh(inputs[1] + R * N)  # XW_h_t + R_t * N_t
         D = H - H_tilde
         H = H_tilde + Z * D
-        hiddens.append(H)
-        steps.append((ZR, Z, R, N, H_tilde, D))
-    Hs = ops.stack(hiddens)
+        return H, (H, ZR, N, H_tilde, D)
+
+    H, (Hs, *steps) = ops.scan(step, H0, (XW_zr, XW_h))
     return (Hs, H), (Hs, H0, steps, W_hzr, W_hh)
 
 
 def _gru_ra_backward(residuals, dHs, dH_last):
-    Hs, H0, steps, W_hzr, W_hh = residuals
+    Hs, H0, (ZR, N, H_tilde, D), W_hzr, W_hh = residuals
     T, B, h = ops.shape(Hs)
-    dH_out = ops.unstack(dHs)
+    Z, R = _split_update_reset(ZR)
     W_h = ops.prepack_linear(ops.concat([W_hzr, W_hh], 1))  # [dS_t, dN_t] W_h^T: one product per step
-    dH, dS, dA, dSN = dH_last + dH_out[T - 1], [None] * T, [None] * T, [None] * T
-    for t in reversed(range(T)):
-        ZR, Z, R, N, H_tilde, D = steps[t]
-        dHZ = dH * Z
-        dA[t] = ops.tanh_grad(H_tilde, dH - dHZ)  # dH_t (1 - Z_t) (1 - H~_t^2)
-        dS[t] = _sigmoid_grad(ZR, ops.concat([dH * D, dA[t] * N], 1))
-        dSN[t] = ops.concat([dS[t], dA[t] * R], 1)  # [dS_t, dN_t]
-        dH = ops.linear(dSN[t], W_h, dHZ + dH_out[t - 1] if t > 0 else dHZ)  # [dS_t, dN_t] W_h^T + the rest
-    dSN = ops.stack(dSN)
+    dH_T, dH_prev_out = _output_grads(dHs)
+
+    def step(dH, inputs):
+        ZR_t, Z_t, R_t, N_t, H_tilde_t, D_t, dH_prev_out_t = inputs
+        dHZ = dH * Z_t
+        dA = ops.tanh_grad(H_tilde_t, dH - dHZ)  # dH_t (1 - Z_t) (1 - H~_t^2)
+        dS = _sigmoid_grad(ZR_t, ops.concat([dH * D_t, dA * N_t], 1))
+        dSN = ops.concat([dS, dA * R_t], 1)  # [dS_t, dN_t]
+        return ops.linear(dSN, W_h, dHZ + dH_prev_out_t), (dS, dA, dSN)  # [dS_t, dN_t] W_h^T + the rest
+
+    dH, (dS, dA, dSN) = ops.scan(step, dH_last + dH_T, (ZR, Z, R, N, H_tilde, D, dH_prev_out), reverse=True)
     dW_h = _weight_grad(H0, Hs, dSN)
     db_hh = ops.sum(ops.reshape(dSN, (T * B, 3 * h))[:, 2 * h:], 0)
-    return ops.stack(dS), ops.stack(dA), dH, dW_h[:, : 2 * h], dW_h[:, 2 * h:], db_hh
+    return dS, dA, dH, dW_h[:, : 2 * h], dW_h[:, 2 * h:], db_hh
 
 
 _SCANS = {"rnn": (_rnn_forward, _rnn_backward), "lstm": (_lstm_forward, _lstm_backward),

@@ -124,6 +124,29 @@ def _custom_vjp_nested(a, b):
     return product_and_tanh_sum(prod, s * a)
 
 
+# -- scan ------------------------------------------------------------------------------------------
+
+
+def _scan_rnn(H0, X, W, reverse=False):
+    """H_t = tanh(H_{t-1} W + X_t), y_t = H_t * X_t: gradients through the carry, the slices and W."""
+    def step(H, x):
+        H = ops.tanh(ops.matmul(H, W) + x)
+        return H, H * x
+
+    return ops.scan(step, H0, X, reverse)
+
+
+def _scan_tuples(H0, C0, X, Z, W, reverse=False):
+    """Tuples of carries, inputs and outputs (an LSTM-like cell)."""
+    def step(carry, inputs):
+        (H, C), (x, z) = carry, inputs
+        C = C * ops.sigmoid(z) + x
+        H = ops.tanh(ops.matmul(H, W) + C)
+        return (H, C), (H, C * z)
+
+    return ops.scan(step, (H0, C0), (X, Z), reverse)
+
+
 # -- the library's own users of custom_vjp --------------------------------------------------------
 
 
@@ -355,6 +378,16 @@ CASES = {
         Case(_book_rnn, [_TOKENS, *_scratch_params(5, 4), normal(2, 4, scale=0.5)]),
         Case(_book_rnn, [normal(3, 2, 5), *_scratch_params(5, 4), normal(2, 4, scale=0.5)]),
     ],
+    # forward and in reverse (the outputs in the steps' order either way), one step too
+    "scan": [Case(_scan_rnn, [normal(2, 3, scale=0.5), normal(4, 2, 3), normal(3, 3, scale=0.5)]),
+             Case(lambda H0, X, W: _scan_rnn(H0, X, W, True),
+                  [normal(2, 3, scale=0.5), normal(4, 2, 3), normal(3, 3, scale=0.5)]),
+             Case(_scan_tuples, [normal(2, 3), normal(2, 3), normal(3, 2, 3), normal(3, 2, 3),
+                                 normal(3, 3, scale=0.5)]),
+             Case(lambda *a: _scan_tuples(*a, reverse=True),
+                  [normal(2, 3), normal(2, 3), normal(3, 2, 3), normal(3, 2, 3), normal(3, 3, scale=0.5)]),
+             Case(lambda H0, X, W: _scan_rnn(H0, X, W, True),
+                  [normal(2, 3, scale=0.5), normal(1, 2, 3), normal(3, 3, scale=0.5)])],
     # the frameworks' own layers as the concise models use them (NumPy: the cells' recurrences)
     "native_rnn": [Special(lambda: _check_native_layer("rnn"), 2),
                    Special(lambda: _check_native_layer("gru"), 3),

@@ -1,6 +1,8 @@
-"""What only the JAX backend does: it keeps XLA's compiled programs on disk between runs.
+"""What only the JAX backend does: it keeps XLA's compiled programs on disk between runs, and a compiled
+recurrent layer runs its steps as one loop.
 
-Run in fresh interpreters (JAX reads its cache setting when it loads), where jax is installed.
+The cache is checked in fresh interpreters (JAX reads its cache setting when it loads), where jax is
+installed.
 """
 
 import json
@@ -57,3 +59,26 @@ def test_off_and_jaxs_own_setting_are_respected(tmp_path):
     assert not (tmp_path / "home" / ".cache").exists()
     theirs = tmp_path / "theirs"
     assert cache_dir_in_fresh_process(tmp_path, JAX_COMPILATION_CACHE_DIR=str(theirs)) == str(theirs)
+
+
+@pytest.mark.parametrize("cell, reset_after",
+                         [("rnn", False), ("gru", False), ("gru", True), ("lstm", False)])
+def test_the_compiled_gradient_of_a_scratch_model_does_not_grow_with_the_steps(cell, reset_after):
+    # ops.scan is lax.scan under jit: the program holds the step once, forward and backward, however many
+    # steps (a Python loop would put T copies of each into it, which XLA took seconds to compile).
+    import jax
+
+    import d2lrnn as d2l
+    from d2lrnn import ops
+
+    with d2l.use_backend("jax"):
+        net = d2l.make_model("scratch", 5, 4, cell=cell, reset_after=reset_after)
+
+        def loss(params, X, state):
+            Y, _ = net(X, state, params)
+            return ops.sum(Y * Y)
+
+        grad = jax.jit(ops.value_and_grad(loss))
+        lines = [len(grad.lower(net.params, ops.zeros((2, T), dtype="int64"), net.begin_state(2)).as_text()
+                     .splitlines()) for T in (2, 9)]
+    assert lines[0] == lines[1]

@@ -105,6 +105,33 @@ def _lstm_inputs():
     return [f32(*shape) * 0.5 for shape in shapes] + [f32(5, 2, 3)] + [f32(2, 4) for _ in range(8)]
 
 
+def _scan_rnn(H0, X, W):
+    """One carry, one input, one output per step: H_t = tanh(H_{t-1} W + X_t), y_t = 2 H_t."""
+    def step(H, x):
+        H = ops.tanh(ops.matmul(H, W) + x)
+        return H, H * 2.0
+
+    return ops.scan(step, H0, X)
+
+
+def _scan_tuples(H0, C0, X, Z, W, reverse):
+    """Tuples of carries, inputs and outputs, the steps forward or in reverse."""
+    def step(carry, inputs):
+        (H, C), (x, z) = carry, inputs
+        C = C * ops.sigmoid(z) + x
+        H = ops.tanh(ops.matmul(H, W) + C)
+        return (H, C), (H, C * z)
+
+    (H, C), (Hs, Ps) = ops.scan(step, (H0, C0), (X, Z), reverse)
+    return H, C, Hs, Ps
+
+
+def _scan_no_outputs(H0, X):
+    H, ys = ops.scan(lambda H, x: (ops.tanh(H + x), ()), H0, X, reverse=True)
+    assert ys == ()
+    return H
+
+
 def _dropout_statistics(x):
     """What every framework's mask shares: zeros, or x / (1 - p); 4,000 draws keep about half (p = 0.5)."""
     y = ops.to_numpy(ops.dropout(x, 0.5))
@@ -191,6 +218,14 @@ CASES = {
     "num_gpus": [(lambda: ops.num_gpus() == framework_gpu_count(), [], False)],
     "to_device": [(lambda x: ops.to_device(x, ops.cpu()), [f32(2, 2)], True)],
     "set_num_threads": [(lambda x: (ops.set_num_threads(2), x + 1.0)[1], [f32(2)], False)],
+    "scan": [(_scan_rnn, [f32(2, 3), f32(4, 2, 3), f32(3, 3) * 0.5], True),
+             (lambda *a: _scan_tuples(*a, False), [f32(2, 3), f32(2, 3), f32(5, 2, 3), f32(5, 2, 3),
+                                                   f32(3, 3) * 0.5], True),
+             (lambda *a: _scan_tuples(*a, True), [f32(2, 3), f32(2, 3), f32(5, 2, 3), f32(5, 2, 3),
+                                                  f32(3, 3) * 0.5], True),
+             (lambda *a: _scan_tuples(*a, True), [f32(2, 3), f32(2, 3), f32(1, 2, 3), f32(1, 2, 3),
+                                                  f32(3, 3) * 0.5], True),  # one step
+             (_scan_no_outputs, [f32(2, 3), f32(3, 2, 3)], True)],
 }
 
 

@@ -741,6 +741,48 @@ def test_custom_vjp_forward_is_fwds_outputs():
     check(one[0], 3 * f64(a), 2 * U * 3 * np.abs(f64(a)))
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("T", [5, 1])
+def test_scan(T, reverse):
+    # running sums and maxima of multiples of 1/4 (exact in float32, so exact on every backend): the
+    # carries, each step's slices of both inputs, and the outputs stacked in the steps' order whichever
+    # way the loop runs (the running sums tell the orders apart). Its own generator: the data of the
+    # tests after this one stays as it was.
+    r = np.random.default_rng(11)
+
+    def quarters(*shape):
+        n = int(np.prod(shape))
+        return ((r.permutation(n) - n / 2) * 0.25).astype(np.float32).reshape(shape)
+
+    X, Z, S0, M0 = quarters(T, 2, 3), quarters(T, 2, 3), quarters(2, 3), quarters(2, 3)
+    S, M = f64(S0), f64(M0)
+    previous, sums = np.empty((T, 2, 3)), np.empty((T, 2, 3))
+    for k in reversed(range(T)) if reverse else range(T):
+        previous[k] = S
+        S, M = S + X[k], np.maximum(M, Z[k])
+        sums[k] = S
+
+    def step(carry, inputs):
+        (S, M), (x, z) = carry, inputs
+        return (S + x, ops.maximum(M, z)), (S, S + x)
+
+    def scanned(S0, M0, X, Z):
+        return ops.scan(step, (S0, M0), (X, Z), reverse)
+
+    for run in (scanned, ops.compile(scanned)):  # on JAX, a loop on concrete arrays, then lax.scan
+        (S_T, M_T), (ys_previous, ys_sums) = run(t(S0), t(M0), t(X), t(Z))
+        for got, expected in [(S_T, S), (M_T, M), (ys_previous, previous), (ys_sums, sums)]:
+            check(got, expected)
+    # one carry, one input, one output
+    S_T, ys = ops.scan(lambda S, x: (S + x, S), t(S0), t(X), reverse=reverse)
+    check(S_T, S)
+    check(ys, previous)
+    # no output per step
+    S_T, ys = ops.scan(lambda S, x: (S + x, ()), t(S0), t(X), reverse=reverse)
+    assert ys == ()
+    check(S_T, S)
+
+
 def test_compile_gives_the_plain_calls_values():
     def step(W, X):
         H = ops.tanh(ops.matmul(X, W))
@@ -894,6 +936,7 @@ VALUE_TESTS = {
     "detach": ["test_detach_keeps_the_values"],
     "value_and_grad": ["test_value_and_grad_value_part"],
     "custom_vjp": ["test_custom_vjp_forward_is_fwds_outputs"],
+    "scan": ["test_scan"],
     "num_gpus": ["test_num_gpus_is_the_frameworks_count"],
     "to_device": ["test_to_device_keeps_the_values"],
     "in_place_hooks": ["test_imperative_book_step_is_the_clipped_sgd_formula"],
