@@ -11,7 +11,6 @@ one line that says what is on disk; a finished run reports on its best epoch and
 import argparse
 import os
 import pathlib
-import re
 import uuid
 
 from .. import checks
@@ -21,6 +20,7 @@ from ..training import checkpoint, memory
 from ..training.metrics import clock
 from ..training.runs import open_run_folder
 from .args import HelpFormatter, backend_choice, folder, limit_text
+from .resumed import check_history, run_id_of, short
 from .saving import RunSaver, restore_generators, restore_optimizer
 
 
@@ -355,39 +355,6 @@ def interrupted(saver, out, command):
         return KeyboardInterrupt("interrupted before the first epoch finished; nothing was saved")
     return KeyboardInterrupt(f"interrupted; epochs 1-{saver.saved} are saved in {out.path}: continue "
                              f"with: {command} --resume {out.path}")
-
-
-def short(value, limit=80):
-    """A value from a file, for a message: its ``repr``, cut to ``limit`` characters (one line, short)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}..."
-
-
-#: What a run id is: 32 hexadecimal digits (a UUID's).
-RUN_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def run_id_of(last, hparams):
-    """The id of the run whose settings a ``last.npz`` holds (None for a run saved before runs had ids)."""
-    run = hparams.get("run")
-    if run is not None and not (isinstance(run, str) and RUN_ID.fullmatch(run)):
-        raise CheckpointError(f"{last} is corrupt: its run id is {short(run)}, not 32 hexadecimal digits: "
-                              "start a new run")
-    return run
-
-
-def check_history(last, history, fields, epoch):
-    """The history of a run to resume: for every column of its metrics a list of numbers (or None, for
-    figures not computed every epoch), one per epoch, ``epoch`` column 1, 2, ..., ``epoch``."""
-    damaged = f"{last} holds a damaged resume state ({{}}): start a new run"
-    for key in fields:
-        values = history.get(key)
-        if not isinstance(values, list) or len(values) != epoch:
-            raise CheckpointError(damaged.format(f"its history of {key} is not a list of {epoch} epochs"))
-        if not all(v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values):
-            raise CheckpointError(damaged.format(f"its history of {key} holds other things than numbers"))
-    if history["epoch"] != list(range(1, epoch + 1)):
-        raise CheckpointError(damaged.format("history and epoch disagree"))
 
 
 def duration(seconds):

@@ -227,3 +227,10 @@ def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layer
         layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
         return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init)
     raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")
+
+
+def num_params(vocab_size, cell, num_hiddens, num_layers):
+    """How many numbers the parameters of a model of ``cell`` hold (before it is built)."""
+    G, h, L = {"rnn": 1, "gru": 3, "lstm": 4}.get(cell, 4), num_hiddens, num_layers
+    layers = G * ((vocab_size + h + 1) * h + (L - 1) * (2 * h + 1) * h)
+    return layers + vocab_size * h + vocab_size

@@ -16,6 +16,7 @@ import pytest
 import d2lrnn
 import d2lrnn as d2l
 from d2lrnn import cli, ops
+from d2lrnn.lm.checkpoint import corpus_digest
 from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
@@ -196,10 +197,10 @@ def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_o
     train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
     assert train_iter.corpus.dtype == np.uint8
     stored = b"|u1:" + train_iter.corpus.tobytes() + val_iter.corpus.tobytes()
-    assert cli.lm._corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
+    assert corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
     as_int64 = [split.corpus.astype(np.int64).tobytes() for split in (train_iter, val_iter)]
     expected = hashlib.sha1(b"".join(as_int64))
-    assert cli.lm._corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
+    assert corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
 
 
 def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
@@ -210,7 +211,7 @@ def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
     train_iter, val_iter, _ = d2l.load_data_lm("timemachine", 4, 8, False, 4000, 0.1, seed=0)
-    meta["hparams"]["corpus_sha1"] = cli.lm._corpus_digest(train_iter, val_iter, int64=True)
+    meta["hparams"]["corpus_sha1"] = corpus_digest(train_iter, val_iter, int64=True)
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0

@@ -6,13 +6,12 @@ per parameter where 7.8 were measured)."""
 import itertools
 import math
 import tracemalloc
-import types
 
 import pytest
 
 import d2lrnn as d2l
 from d2lrnn import cli
-from d2lrnn.cli import lm as cli_lm
+from d2lrnn.lm.model import num_params
 from d2lrnn.lm.train import Updater
 from d2lrnn.seq2seq import make_seq2seq, make_seq2seq_updater
 from d2lrnn.training import memory
@@ -44,8 +43,7 @@ def test_the_language_models_estimate_is_within_one_and_a_half_of_what_training_
                 _, net.params, _ = step(net.params, X, Y, net.begin_state(batch_size=batch))
 
         measured = _peak(two_steps)
-    settings = types.SimpleNamespace(cell=cell, hidden=hidden, num_layers=layers)
-    estimate = memory.training_bytes(cli_lm._num_params(len(vocab), settings), optimizer, cell,
+    estimate = memory.training_bytes(num_params(len(vocab), cell, hidden, layers), optimizer, cell,
                                      batch * steps * hidden * layers, batch * steps * len(vocab))
     assert 1 / 1.5 < measured / estimate < 1.5, (measured, estimate)
 
