@@ -17,8 +17,9 @@ import d2lrnn as d2l
 from d2lrnn import cli
 from d2lrnn.seq2seq import seq2seq_checkpoint_info
 from d2lrnn.training import atomic, loop
-from tests.cli.test_lm import TINY
 
+#: A small language-model run: 15 minibatches an epoch.
+TINY = ["--hidden", "8", "--max-tokens", "1000", "--batch-size", "8", "--num-steps", "8", "--no-progress"]
 PAIRS = ["--num-examples", "300", "--epochs", "1", "--hidden", "8", "--embed-size", "8", "--batch-size", "30",
          "--num-layers", "1", "--no-progress"]
 
@@ -163,7 +164,7 @@ def _set(*keys, value):
     (_set("hparams", "sampling", value="foo"), "its setting sampling is 'foo', not one of random"),
     (_set("hparams", "init", value="foo"), "its setting init is 'foo', not one of normal, uniform"),
     (_set("hparams", "epochs", value=10**30), "its setting epochs must be at most 100,000"),
-    (_set("hparams", "hidden", value=8), "its settings say --hidden 8 but its model has num_hiddens 16"),
+    (_set("hparams", "hidden", value=16), "its settings say --hidden 16 but its model has num_hiddens 8"),
     (_set("hparams", "backend", value=["numpy"]), "its setting backend is ['numpy'], not one of"),
     (_set("hparams", "run", value="../../x"), "its run id is '../../x', not 32 hexadecimal digits"),
     (_set("history", "epoch", value=["x"]), "its history of epoch holds other things than numbers"),
