@@ -20,8 +20,10 @@ from d2lrnn.training import atomic, loop
 
 #: A small language-model run: 15 minibatches an epoch.
 TINY = ["--hidden", "8", "--max-tokens", "1000", "--batch-size", "8", "--num-steps", "8", "--no-progress"]
-PAIRS = ["--num-examples", "300", "--epochs", "1", "--hidden", "8", "--embed-size", "8", "--batch-size", "30",
-         "--num-layers", "1", "--no-progress"]
+#: The shapes of tests/cli/test_translate.py's shared run, so that a framework that compiles the training
+#: step (JAX, TensorFlow) compiles it once for both files.
+PAIRS = ["--num-examples", "300", "--epochs", "1", "--hidden", "16", "--embed-size", "16",
+         "--batch-size", "30", "--dropout", "0", "--num-steps", "6", "--no-progress"]
 
 
 def _files(folder):
