@@ -62,3 +62,37 @@ def seed(value):
         raise ArgumentError(f"seed must be at most {MAX_SEED} (32 bits, what every framework takes), "
                             f"got {value}")
     return value
+
+
+# Limits on sizes and counts, from memory and time: the command line refuses a value above them before any
+# work (its --help states them), and so does a checkpoint's reader for the model its settings describe, so
+# that no number in a file or on the command line can make d2lrnn allocate or loop without end. Within them
+# a model must still fit in the machine's memory, which is checked from an estimate before training.
+
+#: Tokens of a vocabulary (every assigned Unicode character is about 150,000).
+MAX_VOCAB = 1 << 20
+#: Hidden units per layer, and the size of an embedding (an LSTM layer of 8,192 units is a gigabyte).
+MAX_HIDDEN = 8192
+#: Recurrent layers stacked.
+MAX_LAYERS = 64
+#: Time steps per sequence, and tokens per sentence of a translation model.
+MAX_NUM_STEPS = 10_000
+#: Sequences or sentence pairs per minibatch.
+MAX_BATCH = 1 << 16
+#: Epochs of a run.
+MAX_EPOCHS = 100_000
+#: Characters ``d2lrnn generate`` produces (one step of the network each: about a minute on a CPU).
+MAX_CHARS = 100_000
+#: Characters of a prefix or of a sentence to translate.
+MAX_PROMPT = 10_000
+#: Beams of beam search (each a row of the decoder per sentence).
+MAX_BEAM = 100
+#: The length-normalisation exponent of beam search (the book's is 0.75).
+MAX_ALPHA = 10.0
+
+
+def at_most(name, value, limit, hint=""):
+    """``value`` if it is at most ``limit``, else one :class:`ArgumentError` line that states the limit."""
+    if value > limit:
+        raise ArgumentError(f"{name} is {value}, above the limit of {limit:,}{hint}")
+    return value

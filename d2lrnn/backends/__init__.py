@@ -26,7 +26,7 @@ import os
 import pkgutil
 
 from ..errors import BackendError
-from . import _common, _spec
+from . import _common, _inputs, _spec
 
 # The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
 # iterators): public here, so that code above the shim never reaches into the backends' private helpers.
@@ -84,6 +84,9 @@ def load_backend(name):
             module = importlib.import_module(f"{__name__}.{name}")
         except BackendError as err:
             raise BackendError(str(err)) from None
+        except KeyboardInterrupt:  # a framework half imported cannot be used: say so in one line
+            raise BackendError(f"loading the {name} backend was interrupted (Ctrl-C) while its framework was "
+                               "imported: nothing was done; run it again") from None
         for function in SHIM_FUNCTIONS:  # the contract's docstrings, written once in _spec.py
             with contextlib.suppress(AttributeError, TypeError):  # a framework's own function: its own
                 getattr(module, function).__doc__ = getattr(_spec, function).__doc__
@@ -115,3 +118,27 @@ def use_backend(name):
         yield load_backend(name)
     finally:
         set_backend(previous)
+
+
+def _to_numpy(x):
+    return get_backend().to_numpy(x)
+
+
+def checked_tensor(name, x):
+    """``x``, unless it is a tensor of another framework than the active backend's: one line naming ``name``
+    and how to convert it."""
+    return _inputs.check_tensor(name, x, backend_name())
+
+
+def checked_indices(name, x, size, what="the vocabulary"):
+    """``x``, a tensor (of the active backend), array or list of token indices, each checked to be from 0
+    to ``size`` - 1 (see :mod:`d2lrnn.backends._inputs`)."""
+    return _inputs.check_indices(name, x, size, backend_name(), _to_numpy, what)
+
+
+def checked_lengths(name, x, limit=None):
+    """``x``, valid lengths each checked to be from 0 to ``limit``."""
+    return _inputs.check_lengths(name, x, limit, backend_name(), _to_numpy)
+
+
+checked_index = _inputs.check_index

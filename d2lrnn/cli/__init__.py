@@ -21,6 +21,7 @@ shape (:mod:`d2lrnn.cli.command`, with what a run writes in :mod:`d2lrnn.cli.sav
 ``translate`` are in :mod:`d2lrnn.cli.use`; :mod:`d2lrnn.cli.args` checks the arguments.
 """
 
+import os
 import sys
 
 from .._version import __version__
@@ -56,6 +57,22 @@ def _fail(message, code):
     return code
 
 
+#: What to make smaller when a command runs out of memory.
+_SMALLER = {"train": "--hidden, --batch-size or --num-steps",
+            "translate-train": "--hidden, --embed-size, --batch-size or --num-steps",
+            "generate": "--num-chars", "translate": "--beam, or translate fewer sentences at once"}
+
+
+def _quiet_stdout():
+    """After the reader of the output went away (``| head``): send what is left to /dev/null, so that
+    Python's own flush at exit does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's StringIO)
+        pass
+
+
 def main(argv=None):
     """Run ``d2lrnn`` with ``argv`` (default: the command line) and return the exit code."""
     try:
@@ -69,7 +86,14 @@ def main(argv=None):
     except D2LRNNError as err:
         return _fail(err, 2)
     except MemoryError:
-        return _fail("out of memory: use a smaller --hidden, --batch-size or --num-steps", 2)
+        return _fail(f"out of memory: use a smaller {_SMALLER.get(args.command, '--hidden')}", 2)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return _fail("the output was closed before d2lrnn finished writing it (a pipe whose reader ended, "
+                     "e.g. | head): nothing else was affected", 2)
+    except OSError as err:  # the system refused a file: a path too long, a full disk, no permission
+        where = f" ({err.filename})" if err.filename else ""
+        return _fail(f"{err.strerror or err}{where}: check the path, the free space and the permissions", 2)
     except KeyboardInterrupt as err:
-        print(f"\nd2lrnn: {err or 'interrupted'}", file=sys.stderr)
+        print(f"\nd2lrnn: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130

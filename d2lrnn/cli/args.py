@@ -120,12 +120,43 @@ def backend_choice(text):
     return name
 
 
+def at_most(kind, limit):
+    """The argument type ``kind`` (e.g. :func:`positive_int`), refusing a value above ``limit``; its
+    ``limit`` attribute lets the help state it."""
+
+    def check(text):
+        value = kind(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"must be at most {_shown(limit)}, got {text.strip()[:40]}")
+        return value
+
+    check.limit = limit
+    check.__name__ = kind.__name__
+    return check
+
+
+def _shown(limit):
+    return f"{limit:,}" if isinstance(limit, int) else f"{limit:g}"
+
+
+def limit_text(kind):
+    """`` (at most 8,192)`` for an argument type with a limit (:func:`at_most`), else ``''``."""
+    limit = getattr(kind, "limit", None)
+    return "" if limit is None else f" (at most {_shown(limit)})"
+
+
 def beam_width(text):
-    """A beam width: a whole number >= 1 (1 is greedy search)."""
+    """A beam width: a whole number from 1 (greedy search) to :data:`d2lrnn.checks.MAX_BEAM`."""
     value = _number(text, int)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (1: greedy search; e.g. 4), got {value}")
+    if value > checks.MAX_BEAM:
+        raise argparse.ArgumentTypeError(f"must be at most {checks.MAX_BEAM} (each beam is a row of the "
+                                         f"decoder per sentence; e.g. 4), got {text.strip()[:40]}")
     return value
+
+
+beam_width.limit = checks.MAX_BEAM
 
 
 def file_name(text):
@@ -137,7 +168,9 @@ def file_name(text):
 
 #: The type of each setting that ``train`` and ``translate-train`` both have: checks the command line,
 #: and the settings a resumed run saved.
-SHARED_SETTING_TYPES = {"num_layers": positive_int, "dropout": dropout_rate, "hidden": positive_int,
-                        "batch_size": positive_int, "num_steps": positive_int, "lr": positive_float,
-                        "clip": positive_float, "epochs": positive_int, "val_fraction": fraction,
-                        "seed": seed_value}
+SHARED_SETTING_TYPES = {"num_layers": at_most(positive_int, checks.MAX_LAYERS), "dropout": dropout_rate,
+                        "hidden": at_most(positive_int, checks.MAX_HIDDEN),
+                        "batch_size": at_most(positive_int, checks.MAX_BATCH),
+                        "num_steps": at_most(positive_int, checks.MAX_NUM_STEPS), "lr": positive_float,
+                        "clip": positive_float, "epochs": at_most(positive_int, checks.MAX_EPOCHS),
+                        "val_fraction": fraction, "seed": seed_value}

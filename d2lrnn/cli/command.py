@@ -11,13 +11,16 @@ one line that says what is on disk; a finished run reports on its best epoch and
 import argparse
 import os
 import pathlib
+import uuid
 
+from .. import checks
 from ..backends import available_backends, backend_name, use_backend
 from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
-from ..training import checkpoint
+from ..training import checkpoint, memory
 from ..training.metrics import clock
 from ..training.runs import open_run_folder
-from .args import HelpFormatter, backend_choice, folder
+from .args import HelpFormatter, backend_choice, folder, limit_text
+from .resumed import check_history, run_id_of, short
 from .saving import RunSaver, restore_generators, restore_optimizer
 
 
@@ -30,13 +33,15 @@ class TrainingCommand:
     type that checks it), ``choices`` (setting -> the allowed values), ``shown`` (how the help shows a
     default of None), ``renewable`` (the settings a resumed run may be given again, as new totals),
     ``added`` (settings added after runs were first saved: a run saved without them used their defaults),
-    ``csv_fields`` (the columns of ``metrics.csv``), ``plot`` (the plot's file name) and ``help`` and
+    ``csv_fields`` (the columns of ``metrics.csv``), ``model_settings`` (the model's config keys that
+    settings give: ``{key: setting}``), ``plot`` (the plot's file name) and ``help`` and
     ``description`` for the parser. The hooks below are what differs between commands.
     """
 
     name = kind = what = example = out_pattern = plot = help = description = ""
     defaults, types, choices, shown = {}, {}, {}, {}
     renewable, added, csv_fields = ("epochs",), (), ()
+    model_settings = {}
 
     # -- the command line ----------------------------------------------------------------------
 
@@ -51,8 +56,9 @@ class TrainingCommand:
 
         def setting(flag, help, **kwargs):
             key = flag[2:].replace("-", "_")
-            parser.add_argument(flag, default=None, type=self.types.get(key, str),
-                                help=f"{help} (default: {self.default_text(key)})", **kwargs)
+            kind = self.types.get(key, str)
+            parser.add_argument(flag, default=None, type=kind, **kwargs,
+                                help=f"{help} (default: {self.default_text(key)}){limit_text(kind)}")
 
         self.add_settings(parser, setting)
         where = parser.add_mutually_exclusive_group()
@@ -102,7 +108,7 @@ class TrainingCommand:
     def before_training(self, args, data):
         """What a run prints and works out once its folder is taken (baselines), kept in ``data``."""
 
-    def info(self, path):
+    def info(self, path, follow_symlinks=True):
         """The checked ``info`` of a checkpoint of this command's kind (its hparams, history, resume)."""
 
     def build(self, args, data):
@@ -154,6 +160,7 @@ class TrainingCommand:
     def run(self, args):
         """The command: settings, data, then the training on the chosen backend."""
         start = clock()
+        args.run_id = uuid.uuid4().hex  # marks the run's checkpoints: a resumed run keeps its own
         saved_backend = self.resume_settings(args) if args.resume else self.fill_settings(args)
         self.check(args)
         early = self.read(args)
@@ -174,9 +181,11 @@ class TrainingCommand:
             if key in self.choices:
                 if value not in self.choices[key]:
                     allowed = ", ".join(self.choices[key])
-                    raise argparse.ArgumentTypeError(f"is {value!r}, not one of {allowed}")
+                    raise argparse.ArgumentTypeError(f"is {short(value)}, not one of {allowed}")
                 return value
             check = self.types.get(key)
+            if check is None and not isinstance(value, str):
+                raise argparse.ArgumentTypeError(f"is {short(value)}, not a text")
             return check(str(value)) if check else value
         except argparse.ArgumentTypeError as err:
             raise CheckpointError(f"{last} is corrupt: its setting {key} {err}: start a new run") from None
@@ -185,49 +194,94 @@ class TrainingCommand:
         """A setting as given on the command line, comparable with the run's own."""
         return value
 
+    def names_a_file(self, key, value):
+        """Whether the saved setting ``key`` is the path of a file the run read (a corpus of the reader's
+        own): d2lrnn opens no file a checkpoint names, so a resumed run needs it given again."""
+        return False
+
     def resume_settings(self, args):
-        """``--resume DIR``: the run's own settings (the ``renewable`` ones may raise the totals); returns
-        the backend the run was on."""
+        """``--resume DIR``: the run's own settings (the ``renewable`` ones may raise the totals), each
+        checked as the command line checks it; returns the backend the run was on."""
         path, last = self.resume_folder(args)
         info = self.info(last)
         saved, resume = info["hparams"], info["resume"]
-        if not isinstance(resume, dict) or not isinstance(resume.get("epoch"), int):
+        epoch = resume.get("epoch") if isinstance(resume, dict) else None
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or not 1 <= epoch <= checks.MAX_EPOCHS:
             raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
         for key in self.defaults:
             default = self.defaults[key] if key in self.added else None
             value = self.saved_setting(last, key, saved.get(key, default))
             given = getattr(args, key)
+            if self.names_a_file(key, value):
+                if given is None:
+                    flag = f"--{key.replace('_', '-')}"
+                    raise D2LRNNError(f"the run in {path} was trained on the file {short(value)}: pass it "
+                                      f"again with {flag} PATH to resume (d2lrnn opens no file that a "
+                                      "checkpoint names; the run checks it is the same text)")
+                continue
             if key not in self.renewable and given is not None and self.given(key, given) != value:
                 raise D2LRNNError(f"--resume continues the run with its own settings: drop "
                                   f"--{key.replace('_', '-')} (the run used {value})")
             if given is None:
                 setattr(args, key, value)
-        if resume["epoch"] >= args.epochs:
-            raise D2LRNNError(f"the run in {path} has already finished {resume['epoch']} of {args.epochs} "
-                              f"epochs: pass --epochs N with N > {resume['epoch']} to train it further")
+        check_history(last, info["history"], self.csv_fields, epoch)
+        args.run_id = run_id_of(last, saved)
+        backend = saved.get("backend")
+        if backend not in available_backends():
+            raise CheckpointError(f"{last} is corrupt: its setting backend is {short(backend)}, not one of "
+                                  f"{', '.join(available_backends())}: start a new run")
+        if epoch >= args.epochs:
+            raise D2LRNNError(f"the run in {path} has already finished {epoch} of {args.epochs} "
+                              f"epochs: pass --epochs N with N > {epoch} to train it further")
         self.check_resumed(args, path, info)
-        return saved.get("backend")
+        return backend
+
+    def check_model(self, last, config, args):
+        """The model a run's ``last.npz`` holds has the settings the run records (``model_settings``:
+        ``{the model's config key: the setting}``)."""
+        for key, setting in self.model_settings.items():
+            if config.get(key) != getattr(args, setting):
+                raise CheckpointError(f"{last} is corrupt: its settings say --{setting.replace('_', '-')} "
+                                      f"{getattr(args, setting)} but its model has {key} {config.get(key)}: "
+                                      "start a new run")
 
     def check_resumed(self, args, path, info):
         """Refuse to resume a run that has nothing left to do by the command's own measure."""
 
     def resume_folder(self, args):
-        """The folder ``--resume`` names and its ``last.npz``, checked to hold a run of this command."""
+        """The folder ``--resume`` names and its ``last.npz``, checked to hold a run of this command whose
+        best model is of the same run (a run started with ``--overwrite`` and killed while it renamed its
+        first epoch's files leaves a folder that mixes two runs)."""
         path = pathlib.Path(args.resume)
         if args.overwrite:
             raise D2LRNNError("--resume continues a run and --overwrite replaces one: give only one of them")
-        if not path.is_dir():
-            raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
-                                 f"e.g. {self.example}")
-        last = path / "last.npz"
-        if not last.is_file():
-            raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder that "
-                                 f"'d2lrnn {self.name}' wrote")
-        kind = checkpoint.checkpoint_kind(last)
+        try:
+            if not path.is_dir():
+                raise RunFolderError(f"--resume {path}: no such run folder: pass the folder a run wrote, "
+                                     f"e.g. {self.example}")
+            last, best = path / "last.npz", path / "model.npz"
+            if not os.path.lexists(last):
+                raise RunFolderError(f"{path} holds no state to resume from (no last.npz): pass a folder "
+                                     f"that 'd2lrnn {self.name}' wrote")
+        except OSError as err:
+            if isinstance(err, RunFolderError):
+                raise
+            raise RunFolderError(f"--resume {path}: {err.strerror or err}: pass the folder a run wrote") \
+                from None
+        kind = checkpoint.checkpoint_kind(last, follow_symlinks=False)
         if kind != self.kind:
             other = COMMANDS[kind]
             raise RunFolderError(f"{path} holds {other.what} run: continue it with d2lrnn {other.name} "
                                  f"--resume {path}")
+        if not os.path.lexists(best):
+            raise RunFolderError(f"{path} holds last.npz but no model.npz, the run's best model: it is not a "
+                                 "whole run folder; start a new run")
+        runs = {name: run_id_of(file, self.info(file, follow_symlinks=False)["hparams"]) for name, file in
+                (("last.npz", last), ("model.npz", best))}
+        if runs["last.npz"] != runs["model.npz"]:
+            raise RunFolderError(f"{path} mixes the files of two runs (its model.npz is not from the run of "
+                                 "its last.npz: a run started with --overwrite was stopped while it saved "
+                                 "its first epoch): start again with --overwrite, or choose another --out")
         return path, last
 
     def train_here(self, args, backend, start, early):
@@ -245,6 +299,7 @@ class TrainingCommand:
             self.before_training(args, data)
             if resumed:
                 net, history, resume = self.load_run(out / "last.npz", args, data, digest)
+                self.check_model(out / "last.npz", net.config(), args)
                 restore_generators(out / "last.npz", resume, data.train_iter, history)
                 print(f"resuming after epoch {history['epoch'][-1]} of {args.epochs}", flush=True)
             else:
@@ -253,8 +308,10 @@ class TrainingCommand:
             if resumed:
                 restore_optimizer(out / "last.npz", updater, args.optimizer,
                                   history["epoch"][-1] * self.steps_per_epoch(data))
-            saver = RunSaver(self, out, data, self.hparams(args, backend, digest, data),
-                             self.title(args, backend), history, updater)
+            hparams = self.hparams(args, backend, digest, data)
+            if args.run_id is not None:  # None: a run saved before runs were marked, resumed
+                hparams["run"] = args.run_id
+            saver = RunSaver(self, out, data, hparams, self.title(args, backend), history, updater)
             try:
                 history = self.fit(args, net, data, history, saver, updater)
             except TrainingError as err:
@@ -281,18 +338,15 @@ def register(command):
     return command
 
 
-def refuse_too_large(num_params, given, fix):
-    """Refuse a model of ``num_params`` numbers if they, their gradients and updates would not fit in this
-    machine's memory; ``given`` names the settings that make it so, ``fix`` the ones to lower."""
-    need = 4 * num_params * 4  # float32: params, grads, updates, slack
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return
-    if need > have:
-        raise D2LRNNError(f"{given} needs about {need / 2**30:.0f} GB for the model's "
-                          f"parameters and their gradients, more than this machine's {have / 2**30:.0f} GB: "
-                          f"use a smaller {fix}")
+def refuse_too_large(need, given, fix):
+    """Refuse a run that needs ``need`` bytes to train (:func:`d2lrnn.training.memory.training_bytes`) if
+    that is more than this machine's memory; ``given`` names the settings that make it so, ``fix`` the ones
+    to lower."""
+    have = memory.physical_memory()
+    if have is not None and need > have:
+        raise D2LRNNError(f"{given} needs about {memory.size_text(need)} to train (parameters, gradients, "
+                          f"optimizer state and what the backward pass keeps), more than this machine's "
+                          f"{memory.size_text(have)}: use a smaller {fix}")
 
 
 def interrupted(saver, out, command):

@@ -1,23 +1,25 @@
 """``d2lrnn train`` and ``d2lrnn generate``: a character RNN language model trained against n-gram
 baselines, saved after every epoch in a run folder of its own, and text generated with it."""
 
-import hashlib
 import pathlib
 import types
 
-import numpy as np
-
 from .. import ops
+from ..checks import MAX_EPOCHS
 from ..data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from ..errors import D2LRNNError, DataError
 from ..lm import checkpoint_info, checkpoint_writer, load_checkpoint, make_model, predict, train_lm
+from ..lm.checkpoint import corpus_digest
+from ..lm.model import num_params
 from ..lm.train import SEES_THE_FUTURE, Updater
 from ..models import cell_names
 from ..models.cell import INITS, TOKEN_BOUND
+from ..training.memory import training_bytes
 from ..training.metrics import format_perplexity
 from ..training.optim import Schedule, get_optimizer
 from .args import (
     SHARED_SETTING_TYPES,
+    at_most,
     dropout_rate,
     max_tokens,
     nonnegative_float,
@@ -25,6 +27,7 @@ from .args import (
     yes_no,
 )
 from .command import TrainingCommand, refuse_too_large, register
+from .resumed import stopped_early
 from .saving import png_writer
 
 NGRAM_ORDERS = (1, 2, 3, 5)
@@ -56,7 +59,7 @@ ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_drop
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout_rate,
                  "output_dropout": dropout_rate, "weight_decay": nonnegative_float, "warmup": nonnegative_int,
-                 "patience": nonnegative_int, "max_tokens": max_tokens}
+                 "patience": at_most(nonnegative_int, MAX_EPOCHS), "max_tokens": max_tokens}
 #: The values each setting with a fixed set of them may take.
 SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
                    "optimizer": ("sgd", "adam"), "schedule": ("constant", "cosine", "linear"),
@@ -140,31 +143,6 @@ def perplexity_plot_writer(history, baselines, title="", best_epoch=None):
     return png_writer(draw, (6, 4))
 
 
-def _corpus_digest(train_iter, val_iter, chunk=1 << 20, int64=False):
-    """A fingerprint of the token stream: a resumed run must read the same text.
-
-    The SHA-1 of the indices as stored (one byte per character), after their type's name. With
-    ``int64=True``, the SHA-1 of the indices as int64, computed a chunk at a time: what runs saved
-    before the stream was stored compactly hold (8 times the bytes to hash).
-    """
-    digest = hashlib.sha1()
-    if not int64:
-        digest.update(f"{train_iter.corpus.dtype.str}:".encode())
-    for tokens in (train_iter.corpus, val_iter.corpus):
-        for start in range(0, len(tokens), chunk):
-            piece = tokens[start:start + chunk]
-            digest.update(piece.astype(np.int64).tobytes() if int64 else piece.tobytes())
-    return digest.hexdigest()
-
-
-
-def _num_params(vocab_size, args):
-    """How many numbers the model's parameters hold (before it is built)."""
-    G, h, L = {"rnn": 1, "gru": 3, "lstm": 4}.get(args.cell, 4), args.hidden, args.num_layers
-    layers = G * ((vocab_size + h + 1) * h + (L - 1) * (2 * h + 1) * h)
-    return layers + vocab_size * h + vocab_size
-
-
 class LanguageModelCommand(TrainingCommand):
     """``d2lrnn train``."""
 
@@ -172,6 +150,9 @@ class LanguageModelCommand(TrainingCommand):
     example, out_pattern = "runs/timemachine-numpy-scratch-1", "runs/<corpus>-<backend>-<model>-<N>"
     plot, csv_fields = "perplexity.png", CSV_FIELDS
     defaults, types, choices, added = TRAIN_DEFAULTS, SETTING_TYPES, SETTING_CHOICES, ADDED_SETTINGS
+    model_settings = {"kind": "model", "cell": "cell", "num_hiddens": "hidden", "num_layers": "num_layers",
+                      "dropout": "dropout", "input_dropout": "input_dropout",
+                      "output_dropout": "output_dropout"}
     help = "train a character RNN language model"
     description = ("Train a character-level RNN language model, compare it with n-gram baselines on the same "
                    "held-out text, and save, after every epoch, the best model so far, the metrics, a "
@@ -248,26 +229,38 @@ class LanguageModelCommand(TrainingCommand):
     def read(self, args):
         corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
 
-    def check_resumed(self, args, path, info):
-        saved = info["hparams"]
-        if args.corpus not in CORPORA and saved.get("corpus_path"):
-            args.corpus = saved["corpus_path"]  # the run may have been started from another folder
+    def names_a_file(self, key, value):
+        return key == "corpus" and value not in CORPORA
 
-    def info(self, path):
-        return checkpoint_info(path)
+    def check_resumed(self, args, path, info):
+        """Refuse to resume a run that stopped early: it is finished (one more epoch would stop it again,
+        and its result would no longer be the finished run's)."""
+        if stopped_early(info["history"], "val_ppl", args.patience, args.epochs) is not None:
+            done = info["history"]["epoch"][-1]
+            raise D2LRNNError(f"the run in {path} stopped early after epoch {done} of {args.epochs} (no "
+                              f"better validation perplexity for {args.patience} epochs): it is finished, "
+                              "nothing was changed; start a new run to train with other settings")
+
+    def info(self, path, follow_symlinks=True):
+        return checkpoint_info(path, follow_symlinks)
 
     def data(self, args, early):
         ops.manual_seed(args.seed)
         train_iter, val_iter, vocab = load_data_lm(args.corpus, args.batch_size, args.num_steps,
                                                    args.sampling == "random", args.max_tokens,
                                                    args.val_fraction, seed=args.seed, raw=args.raw)
-        refuse_too_large(_num_params(len(vocab), args), f"--hidden {args.hidden}", "--hidden")
+        params = num_params(len(vocab), args.cell, args.hidden, args.num_layers)
+        need = training_bytes(params, args.optimizer, args.cell,
+                              args.batch_size * args.num_steps * args.hidden * args.num_layers,
+                              args.batch_size * args.num_steps * len(vocab))
+        refuse_too_large(need, f"--hidden {args.hidden} with --batch-size {args.batch_size} and --num-steps "
+                               f"{args.num_steps}", "--hidden, --batch-size or --num-steps")
         if "warmup" in getattr(args, "cell_defaults", []):  # the cell's default: at most a tenth of a run
             args.warmup = min(args.warmup, args.epochs * len(train_iter) // 10)
         return types.SimpleNamespace(train_iter=train_iter, val_iter=val_iter, vocab=vocab)
 
     def digest(self, data):
-        return _corpus_digest(data.train_iter, data.val_iter)
+        return corpus_digest(data.train_iter, data.val_iter)
 
     def stem(self, args, backend):
         return run_stem(args, backend)
@@ -317,9 +310,9 @@ class LanguageModelCommand(TrainingCommand):
                           output_dropout=args.output_dropout, init=args.init)
 
     def load_run(self, path, args, data, digest):
-        net, saved_vocab, info = load_checkpoint(path)
+        net, saved_vocab, info = load_checkpoint(path, follow_symlinks=False)
         saved = info["hparams"].get("corpus_sha1")
-        if saved_vocab != data.vocab or saved not in (digest, _corpus_digest(data.train_iter, data.val_iter,
+        if saved_vocab != data.vocab or saved not in (digest, corpus_digest(data.train_iter, data.val_iter,
                                                                              int64=True)):
             raise DataError(f"the corpus {args.corpus} is not the text the run in {path.parent} was trained "
                             "on (it changed since): resume needs the same text; start a new run instead")

@@ -3,10 +3,12 @@ plot, the state to resume from), and how a resumed run reads its state back."""
 
 import csv
 
+from .._version import __version__
 from ..backends import generator_state, set_generator_state
 from ..errors import CheckpointError
 from ..training import checkpoint
 from ..training.guard import quiet_numerics
+from ..training.runs import PLOT_MARK
 
 
 class RunSaver:
@@ -81,7 +83,8 @@ def png_writer(draw, figsize):
         draw(fig)
         fig.tight_layout()
         with quiet_numerics():  # a diverged epoch's inf is simply not drawn
-            fig.savefig(f, format="png")
+            # d2lrnn's mark: a run replaces only plots that carry it (training.runs.written_by_d2lrnn)
+            fig.savefig(f, format="png", metadata={"Software": f"{PLOT_MARK} {__version__}"})
 
     return write
 

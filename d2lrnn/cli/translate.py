@@ -10,6 +10,7 @@ import types
 import numpy as np
 
 from .. import ops
+from ..checks import MAX_HIDDEN
 from ..data import load_data_nmt_split
 from ..data.translation import PAIRS_FILE
 from ..errors import CheckpointError, D2LRNNError, DataError
@@ -27,8 +28,10 @@ from ..seq2seq.checkpoint import (
     seq2seq_checkpoint_writer,
 )
 from ..seq2seq.train import book_bleu, book_sentences
+from ..training.memory import training_bytes
 from .args import (
     SHARED_SETTING_TYPES,
+    at_most,
     file_name,
     positive_float,
     positive_int,
@@ -49,7 +52,8 @@ REPORT_BEAM = 4
 
 #: The type of each translation setting: checks the command line, and the settings a resumed run saved.
 TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
-                   "pairs": file_name, "embed_size": positive_int, "num_examples": positive_int,
+                   "pairs": file_name, "embed_size": at_most(positive_int, MAX_HIDDEN),
+                   "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
@@ -130,6 +134,8 @@ class TranslationCommand(TrainingCommand):
     plot, csv_fields = LOSS_PLOT, TRANSLATE_CSV_FIELDS
     defaults, types, choices = TRANSLATE_DEFAULTS, TRANSLATE_TYPES, TRANSLATE_CHOICES
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
+    model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
+                      "num_layers": "num_layers", "dropout": "dropout"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -170,11 +176,11 @@ class TranslationCommand(TrainingCommand):
         if args.num_layers == 1:
             args.dropout = 0.0
 
-    def given(self, key, value):
-        return str(pathlib.Path(value).resolve()) if key == "pairs" else value
+    def names_a_file(self, key, value):
+        return key == "pairs" and value is not None
 
-    def info(self, path):
-        return seq2seq_checkpoint_info(path)
+    def info(self, path, follow_symlinks=True):
+        return seq2seq_checkpoint_info(path, follow_symlinks)
 
     def check_resumed(self, args, path, info):
         seconds = (info["history"].get("seconds") or [0.0])[-1]
@@ -203,9 +209,12 @@ class TranslationCommand(TrainingCommand):
                                    "tgt_vocab_size": len(tgt_vocab), "embed_size": args.embed_size,
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
                                    "dropout": args.dropout, "reset_after": True})
-        refuse_too_large(sum(math.prod(shape) for shape in shapes.values()),
-                         f"--hidden {args.hidden} with --embed-size {args.embed_size}",
-                         "--hidden or --embed-size")
+        tokens = args.batch_size * args.num_steps  # per batch, in the encoder and in the decoder
+        need = training_bytes(sum(math.prod(shape) for shape in shapes.values()), args.optimizer, "gru",
+                              2 * tokens * args.hidden * args.num_layers, tokens * len(tgt_vocab))
+        refuse_too_large(need, f"--hidden {args.hidden} with --embed-size {args.embed_size}, --batch-size "
+                               f"{args.batch_size} and --num-steps {args.num_steps}",
+                         "--hidden, --embed-size, --batch-size or --num-steps")
         ops.manual_seed(args.seed)
         return types.SimpleNamespace(train_iter=train_iter, val_iter=val_iter, src_vocab=src_vocab,
                                      tgt_vocab=tgt_vocab)
@@ -233,7 +242,7 @@ class TranslationCommand(TrainingCommand):
                             args.num_layers, args.dropout, rnn=args.model)
 
     def load_run(self, path, args, data, digest):
-        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path)
+        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, follow_symlinks=False)
         if saved_src != data.src_vocab or saved_tgt != data.tgt_vocab or \
                 info["hparams"].get("pairs_sha1") != digest:
             raise DataError(f"the pairs {args.pairs or pairs_name(None)} are not the pairs the run in "

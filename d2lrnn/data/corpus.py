@@ -34,9 +34,12 @@ _FILES = {
 TOKEN_TYPES = ("char", "word")
 
 _NON_LETTERS_OR_BREAK = re.compile("[^A-Za-z\n]+")
-# Kana, CJK ideographs (with extension A and compatibility forms) and Hangul syllables:
-# the scripts written without spaces between words.
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+# Kana, Hangul syllables and every block of CJK ideographs: the unified ideographs, extension A, the
+# compatibility ideographs, and beyond the Basic Multilingual Plane extensions B to F and I, the
+# compatibility supplement (U+20000-U+2FA1F) and extensions G and H (U+30000-U+323AF): the scripts
+# written without spaces between words.
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+                  "\U00020000-\U0002fa1f\U00030000-\U000323af]")
 _SPACE = re.compile(r"\s+")
 
 

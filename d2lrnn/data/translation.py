@@ -34,9 +34,10 @@ PUNCTUATION = set(",.!?")
 
 
 def read_data_nmt(path=None):
-    """The text of the pairs file (the bundled English-French pairs unless ``path`` is given)."""
+    """The text of the pairs file (the bundled English-French pairs unless ``path`` is given), its lines
+    ended by LF, whether the file ends them with LF, CRLF or CR."""
     path = pathlib.Path(PAIRS_FILE if path is None else path)
-    return read_utf8(path, "pairs file").replace("\r\n", "\n")
+    return read_utf8(path, "pairs file").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def preprocess_nmt(text):

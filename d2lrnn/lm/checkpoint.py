@@ -9,7 +9,11 @@ mappings) and says in one line what is wrong; a translation model's checkpoint i
 command that reads it.
 """
 
-from .. import ops
+import hashlib
+
+import numpy as np
+
+from .. import checks, ops
 from ..errors import CheckpointError
 from ..models import RecurrentStack
 from ..training import checkpoint as container
@@ -99,24 +103,25 @@ def _expected_shapes(path, meta):
 #: What a language model's checkpoint holds.
 CONTENTS = container.Contents(
     made_by="d2lrnn train", check_kind=_check_kind, field_types=_META_TYPES,
-    sizes=("vocab_size", "num_hiddens", "num_layers"), shapes=_expected_shapes,
+    sizes={"vocab_size": checks.MAX_VOCAB, "num_hiddens": checks.MAX_HIDDEN, "num_layers": checks.MAX_LAYERS},
+    shapes=_expected_shapes,
     describe=lambda meta: (f"a {meta['num_layers']}-layer {meta['cell']} model",
                            f"vocab {meta['vocab_size']} and {meta['num_hiddens']} hidden units"),
     info_keys=INFO_KEYS)
 
 
-def _validated(path):
+def _validated(path, follow_symlinks):
     """The metadata, arrays and vocabulary of a checkpoint, every field checked."""
-    path, meta, arrays = container.read_validated(path, CONTENTS)
+    path, meta, arrays = container.read_validated(path, CONTENTS, follow_symlinks)
     return path, meta, arrays, container.read_vocab(path, meta["vocab"], meta["vocab_size"])
 
 
-def checkpoint_info(path):
+def checkpoint_info(path, follow_symlinks=True):
     """The ``info`` dict of a checkpoint (see :func:`load_checkpoint`), checked, without building a model."""
-    return container.info_of(_validated(path)[1], CONTENTS)
+    return container.info_of(_validated(path, follow_symlinks)[1], CONTENTS)
 
 
-def load_checkpoint(path, device=None):
+def load_checkpoint(path, device=None, follow_symlinks=True):
     """Load a checkpoint on the active backend; return ``(net, vocab, info)``.
 
     ``net`` is a new model of the saved kind holding the saved parameters, ``vocab`` the
@@ -125,12 +130,30 @@ def load_checkpoint(path, device=None):
     a run folder's ``last.npz`` keeps for ``d2lrnn train --resume``, else None). Every array
     must be float32, finite and of the shape the metadata gives; anything else is a
     :class:`CheckpointError`. A translation model's checkpoint is refused: load it with
-    :func:`d2lrnn.seq2seq.checkpoint.load_seq2seq_checkpoint`.
+    :func:`d2lrnn.seq2seq.checkpoint.load_seq2seq_checkpoint`. ``follow_symlinks=False`` refuses a
+    symbolic link (what the command line reads in a run folder).
     """
-    path, meta, arrays, vocab = _validated(path)
+    path, meta, arrays, vocab = _validated(path, follow_symlinks)
     net = container.build_model(path, lambda: make_model(
         meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"], meta["num_layers"],
         meta["bidirectional"], meta["dropout"], meta["reset_after"], meta["input_dropout"],
         meta["output_dropout"]))
     net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays.values()])
     return net, vocab, container.info_of(meta, CONTENTS)
+
+
+def corpus_digest(train_iter, val_iter, chunk=1 << 20, int64=False):
+    """A fingerprint of the token stream: a resumed run must read the same text.
+
+    The SHA-1 of the indices as stored (one byte per character), after their type's name. With
+    ``int64=True``, the SHA-1 of the indices as int64, computed a chunk at a time: what runs saved
+    before the stream was stored compactly hold (8 times the bytes to hash).
+    """
+    digest = hashlib.sha1()
+    if not int64:
+        digest.update(f"{train_iter.corpus.dtype.str}:".encode())
+    for tokens in (train_iter.corpus, val_iter.corpus):
+        for start in range(0, len(tokens), chunk):
+            piece = tokens[start:start + chunk]
+            digest.update(piece.astype(np.int64).tobytes() if int64 else piece.tobytes())
+    return digest.hexdigest()

@@ -16,6 +16,7 @@ The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b
 """
 
 from .. import checks, ops
+from ..backends import checked_indices
 from ..errors import ArgumentError
 from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
 from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
@@ -30,6 +31,9 @@ class _LanguageModel:
     """What every model shares: calling, named parameters, the book-layout accessors."""
 
     def __call__(self, X, state, params=None):
+        """``(Y, new_state)`` for token indices ``X`` (batch, num_steps), each checked to be in the
+        vocabulary (``forward``, what compiled steps run, takes them unchecked)."""
+        X = checked_indices("X", X, self.vocab_size)
         return self.forward(self.params if params is None else params, X, state)
 
     def named_params(self):
@@ -223,3 +227,10 @@ def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layer
         layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
         return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init)
     raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")
+
+
+def num_params(vocab_size, cell, num_hiddens, num_layers):
+    """How many numbers the parameters of a model of ``cell`` hold (before it is built)."""
+    G, h, L = {"rnn": 1, "gru": 3, "lstm": 4}.get(cell, 4), num_hiddens, num_layers
+    layers = G * ((vocab_size + h + 1) * h + (L - 1) * (2 * h + 1) * h)
+    return layers + vocab_size * h + vocab_size

@@ -10,22 +10,20 @@ exp(mean cross-entropy per token).
 
 import functools
 import inspect
+import math
+
+import numpy as np
 
 from .. import checks, ops
-from ..backends import backend_name
+from ..backends import backend_name, checked_indices
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
-from ..training.guard import DivergenceGuard, quiet_numerics
+from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, run_epoch
 from ..training.metrics import Accumulator, format_perplexity, perplexity
 from ..training.optim import SGD, Schedule, get_optimizer
 from .loss import lm_loss
 from .truncation import get_truncation, truncated_forward
-
-#: A run has diverged when an epoch's training perplexity is above this many times the vocabulary
-#: size: an untrained model guesses about uniformly (perplexity V), so the run has gone far above
-#: where it started. A slowly learning run (a tiny learning rate) stays near V and is not flagged.
-DIVERGENCE_FACTOR = 2
 
 #: Why a bidirectional network is not trained as a next-token language model by default.
 SEES_THE_FUTURE = ("a bidirectional model reads each sequence from both ends, so when it predicts token t+1 "
@@ -46,6 +44,16 @@ def check_causal(net, allow_bidirectional=False):
     if is_bidirectional(net) and not allow_bidirectional:
         raise ArgumentError(f"{SEES_THE_FUTURE}; use a one-directional model, or pass "
                             "allow_bidirectional=True to train it anyway (to see it fail)")
+
+
+def check_data(net, **iterators):
+    """Every token of the loaders' text (``{name: loader}``) inside the model's vocabulary, checked once on
+    the NumPy text a :class:`~d2lrnn.data.SeqDataLoader` holds: a model built for 5 tokens would train on
+    28-token data without a word on MXNet, whose ``one_hot`` reads an index past its size as zeros."""
+    for name, loader in iterators.items():
+        corpus = getattr(loader, "corpus", None)
+        if isinstance(corpus, np.ndarray) and len(corpus) and getattr(net, "vocab_size", None):
+            checked_indices(f"{name}'s text", corpus, net.vocab_size, f"the model's {net.vocab_size} tokens")
 
 
 def lm_objective(net, loss, training, truncation=None):
@@ -146,7 +154,7 @@ class LanguageModelTask(Task):
 
     def blown_up(self, net, ppl, epoch):
         V = net.vocab_size
-        if ppl <= DIVERGENCE_FACTOR * V:
+        if not blown_up_loss(math.log(ppl) if ppl > 0 else ppl, V):
             return None
         return (f"training perplexity {format_perplexity(ppl)} in epoch {epoch} is above "
                 f"{DIVERGENCE_FACTOR} x the vocabulary size {V} (a uniform guess scores {V})")
@@ -240,6 +248,7 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     ``num_steps``), ``d2l.RegularTruncation(k)`` or ``d2l.RandomizedTruncation(p)``.
     """
     check_causal(net, allow_bidirectional)
+    check_data(net, train_iter=train_iter, val_iter=val_iter)
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)

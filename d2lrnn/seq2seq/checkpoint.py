@@ -39,7 +39,9 @@ _META_TYPES = {
     "num_steps": container.WHOLE, "src_vocab": (dict, "a mapping"), "tgt_vocab": (dict, "a mapping"),
     **container.RUN_FIELDS,
 }
-_SIZES = ("src_vocab_size", "tgt_vocab_size", "embed_size", "num_hiddens", "num_layers", "num_steps")
+_SIZES = {"src_vocab_size": checks.MAX_VOCAB, "tgt_vocab_size": checks.MAX_VOCAB,
+          "embed_size": checks.MAX_HIDDEN, "num_hiddens": checks.MAX_HIDDEN, "num_layers": checks.MAX_LAYERS,
+          "num_steps": checks.MAX_NUM_STEPS}
 
 
 def _missing_reserved(vocab):
@@ -136,9 +138,9 @@ CONTENTS = container.Contents(
     info_keys=INFO_KEYS)
 
 
-def _validated(path):
+def _validated(path, follow_symlinks):
     """The metadata, arrays and vocabularies of a translation checkpoint, every field checked."""
-    path, meta, arrays = container.read_validated(path, CONTENTS)
+    path, meta, arrays = container.read_validated(path, CONTENTS, follow_symlinks)
     vocabs = []
     for name, key in (("source", "src"), ("target", "tgt")):
         vocab = container.read_vocab(path, meta[f"{key}_vocab"], meta[f"{key}_vocab_size"],
@@ -150,22 +152,23 @@ def _validated(path):
     return path, meta, arrays, *vocabs
 
 
-def seq2seq_checkpoint_info(path):
+def seq2seq_checkpoint_info(path, follow_symlinks=True):
     """The ``info`` dict of a translation checkpoint (see :func:`load_seq2seq_checkpoint`), checked,
     without building the model."""
-    return container.info_of(_validated(path)[1], CONTENTS)
+    return container.info_of(_validated(path, follow_symlinks)[1], CONTENTS)
 
 
-def load_seq2seq_checkpoint(path, device=None):
+def load_seq2seq_checkpoint(path, device=None, follow_symlinks=True):
     """Load a translation checkpoint on the active backend; return ``(net, src_vocab, tgt_vocab, info)``.
 
     ``net`` is a new encoder-decoder of the saved settings holding the saved parameters; ``info``
     has the model's settings (``rnn``, ``cell``, ``embed_size``, ``num_hiddens``, ``num_layers``,
     ``dropout``, ``reset_after``), ``num_steps``, ``backend`` (where it was saved),
     ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (None but in a
-    run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line.
+    run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line;
+    ``follow_symlinks=False`` refuses a symbolic link (what the command line reads in a run folder).
     """
-    path, meta, arrays, src_vocab, tgt_vocab = _validated(path)
+    path, meta, arrays, src_vocab, tgt_vocab = _validated(path, follow_symlinks)
     net = container.build_model(path, lambda: make_seq2seq(
         meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"], meta["num_hiddens"],
         meta["num_layers"], meta["dropout"], meta["rnn"], meta["cell"], meta["reset_after"], device))

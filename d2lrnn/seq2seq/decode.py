@@ -22,13 +22,20 @@ NumPy work on the step's log-probabilities.
 import numpy as np
 
 from .. import checks, ops
+from ..backends import checked_index, checked_indices, checked_lengths, checked_tensor
 from ..data.translation import build_array_nmt_numpy, preprocess_nmt
 from ..errors import ArgumentError
 
 #: The default exponent of the length normalisation.
 ALPHA = 0.75
-#: Sentences decoded together (beam search runs beam_size rows per sentence).
+#: Sentences decoded together (beam search runs beam_size rows per sentence), as memory allows.
 BATCH_SIZE = 128
+#: Bytes the choice of tokens may take per step: each row of the decoder (a sentence, or a beam of one)
+#: holds about five arrays of the target vocabulary's size in float64 (logits, log-probabilities, scores,
+#: the ranking), :data:`BYTES_PER_SCORE` bytes per token. Sentences per batch are cut to fit, and a beam
+#: too wide for one sentence to fit is refused before any work.
+DECODE_BUDGET = 256 * 2**20
+BYTES_PER_SCORE = 40
 
 
 def _log_softmax(logits):
@@ -50,7 +57,7 @@ def greedy_search(net, X, X_valid_len, bos, eos, max_len, params=None, device=No
     """The token indices (lists, ``<eos>`` left out) that greedy search chooses for each source row of
     ``X`` (batch, num_steps, a tensor or NumPy array of indices)."""
     params = net.params if params is None else params
-    X, X_valid_len = _tensors(X, X_valid_len, device)
+    X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     state = net.encode(params, X, X_valid_len)
     batch = ops.shape(X)[0]
     outputs, done, tokens = [[] for _ in range(batch)], np.zeros(batch, bool), np.full(batch, bos)
@@ -75,7 +82,7 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
         raise ArgumentError("beam search reorders the decoder's state, whose layout your own framework model "
                             "decides: decode it greedily (beam_size=1), or build it with d2l.make_seq2seq")
     params = net.params if params is None else params
-    X, X_valid_len = _tensors(X, X_valid_len, device)
+    X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     batch, k = ops.shape(X)[0], beam_size
     rows = ops.tensor(np.repeat(np.arange(batch), k), device=device)  # sentence i -> rows i*k .. i*k+k-1
     state = tuple(ops.take(s, rows) for s in net.encode(params, X, X_valid_len))
@@ -93,7 +100,7 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
         new_seqs = [[[] for _ in range(k)] for _ in range(batch)]
         for i in np.flatnonzero(width > 0):
             flat = total[i].reshape(-1)
-            best = np.argsort(-flat, kind="stable")[:width[i]]  # ties: the lower index first
+            best = _top(flat, width[i])
             live = 0
             for index in best:
                 beam, token = divmod(int(index), total.shape[2])
@@ -117,29 +124,66 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
     return [_best(candidates, alpha, eos_counted=True) for candidates in finished]
 
 
+def _top(scores, k):
+    """The indices of the ``k`` highest of ``scores`` (a flat array), highest first, the lower index first
+    among equal scores: ``np.argsort(-scores, kind="stable")[:k]``, in linear time (``np.partition`` finds
+    the k-th; only the scores up to it are sorted)."""
+    key = -scores
+    if k >= len(key):
+        return np.argsort(key, kind="stable")
+    kth = np.partition(key, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: NaN sorts last, as argsort puts it
+        return np.argsort(key, kind="stable")[:k]
+    candidates = np.flatnonzero(key <= kth)
+    return candidates[np.argsort(key[candidates], kind="stable")][:k]
+
+
 def _best(candidates, alpha, eos_counted):
     """The tokens of the candidate with the highest log P / L^alpha (the first of equal ones)."""
     def score(candidate):
         log_p, tokens = candidate
-        return log_p / max(len(tokens) + eos_counted, 1) ** alpha
+        return log_p / max(len(tokens) + eos_counted, 1) ** alpha  # alpha <= MAX_ALPHA: no overflow
 
     return max(candidates, key=score)[1]
 
 
 def check_beam(beam_size):
-    """``beam_size`` as an int >= 1, or one ArgumentError line."""
+    """``beam_size`` as an int from 1 to :data:`d2lrnn.checks.MAX_BEAM`, or one ArgumentError line."""
     if isinstance(beam_size, bool) or not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ArgumentError(f"beam size is {beam_size!r}: use a whole number of 1 or more (1: greedy search, "
                             "e.g. 4) (--beam)")
-    return int(beam_size)
+    return checks.at_most("beam size", int(beam_size), checks.MAX_BEAM, " (e.g. 4) (--beam)")
 
 
-def _tensors(X, X_valid_len, device):
+def sentences_per_batch(beam_size, vocab_size, batch_size=BATCH_SIZE):
+    """How many sentences to decode at once so that choosing the tokens stays within
+    :data:`DECODE_BUDGET`; one ArgumentError line if not even one sentence's beams fit."""
+    rows = DECODE_BUDGET // (BYTES_PER_SCORE * vocab_size)
+    if beam_size > rows:
+        raise ArgumentError(f"beam search with {beam_size} beams over a target vocabulary of {vocab_size:,} "
+                            f"tokens needs about {beam_size * vocab_size * BYTES_PER_SCORE / 2**30:.1f} GB a "
+                            f"step: use a beam of at most {max(rows, 1)} (--beam)")
+    return max(1, min(batch_size, rows // beam_size))
+
+
+def _checked(net, X, X_valid_len, bos, eos, device):
+    """The source indices and valid lengths as tensors, and the ``<bos>`` and ``<eos>`` ids, checked against
+    the model's vocabularies (where it says their sizes)."""
+    src_size = getattr(getattr(net, "encoder", None), "vocab_size", None)
+    tgt_size = getattr(getattr(net, "decoder", None), "vocab_size", None)
+    if src_size is not None:
+        checked_indices("X", X, src_size, "the source vocabulary")
+    else:
+        checked_tensor("X", X)
+    shape = np.shape(X) if isinstance(X, np.ndarray) else tuple(ops.shape(X))
+    checked_lengths("X_valid_len", X_valid_len, shape[1] if len(shape) == 2 else None)
+    if tgt_size is not None:
+        bos, eos = (checked_index(name, value, tgt_size) for name, value in (("bos", bos), ("eos", eos)))
     if isinstance(X, np.ndarray):
         X = ops.tensor(X, device=device)
     if isinstance(X_valid_len, np.ndarray):
         X_valid_len = ops.tensor(X_valid_len, device=device)
-    return X, X_valid_len
+    return X, X_valid_len, bos, eos
 
 
 def source_arrays(sentences, src_vocab, num_steps):
@@ -162,7 +206,10 @@ def translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size=1, alpha
     """Target token lists for source index arrays (NumPy), decoded ``batch_size`` sentences at a time."""
     beam_size = check_beam(beam_size)
     max_len = checks.positive_int("max_len", max_len, " (the longest translation in tokens, e.g. 10)")
+    checks.at_most("max_len", max_len, checks.MAX_NUM_STEPS)
     alpha = checks.number("alpha", alpha, 0, hint=" (the length-normalisation exponent, e.g. 0.75)")
+    checks.at_most("alpha", alpha, checks.MAX_ALPHA, " (the length-normalisation exponent, e.g. 0.75)")
+    batch_size = sentences_per_batch(beam_size, len(tgt_vocab), batch_size)
     bos, eos = tgt_vocab["<bos>"], tgt_vocab["<eos>"]
     X, X_valid_len = np.asarray(X), np.asarray(X_valid_len)
     out = []

@@ -11,14 +11,22 @@ A padded position's logits and label reach neither value, so they get no gradien
 """
 
 from .. import ops
+from ..backends import checked_indices, checked_lengths, checked_tensor
 
 
 def sequence_mask(X, valid_len, value=0.0):
     """``X`` (batch, num_steps, ...) with every position t >= ``valid_len[i]`` of row i set to ``value``.
 
     Built from a 0/1 mask (X * M + value * (1 - M)), not by writing into ``X``, so it can be
-    differentiated on every backend.
+    differentiated on every backend. ``valid_len`` must hold lengths from 0 to num_steps.
     """
+    checked_tensor("X", X)
+    checked_lengths("valid_len", valid_len, ops.shape(X)[1])
+    return _sequence_mask(X, valid_len, value)
+
+
+def _sequence_mask(X, valid_len, value=0.0):
+    """:func:`sequence_mask` unchecked: what the (compiled) losses run."""
     shape = ops.shape(X)
     batch, steps = shape[0], shape[1]
     positions = ops.reshape(ops.astype(ops.arange(steps), "float32"), (1, steps))
@@ -41,7 +49,7 @@ def _masked_step_losses(pred, label, valid_len):
     """(M * l, M): the cross-entropy of every step, zero past each valid length, and the mask."""
     batch, steps, classes = ops.shape(pred)
     losses = ops.softmax_cross_entropy(ops.reshape(pred, (batch * steps, classes)), ops.reshape(label, (-1,)))
-    weights = sequence_mask(ops.ones((batch, steps)), valid_len)
+    weights = _sequence_mask(ops.ones((batch, steps)), valid_len)
     return ops.reshape(losses, (batch, steps)) * weights, weights
 
 
@@ -62,8 +70,17 @@ class MaskedSoftmaxCELoss:
             pred, label, valid_len = args
         else:
             (label, pred), valid_len = args, self.valid_len
-        losses, _ = _masked_step_losses(pred, label, valid_len)
-        return ops.mean(losses, axis=1)
+        checked_tensor("pred", pred)
+        batch, steps, classes = ops.shape(pred)
+        checked_indices("label", label, classes, "the logits' classes")
+        checked_lengths("valid_len", valid_len, steps)
+        return sentence_losses(pred, label, valid_len)
+
+
+def sentence_losses(pred, label, valid_len):
+    """:class:`MaskedSoftmaxCELoss`'s losses, unchecked: what the (compiled) training objective runs."""
+    losses, _ = _masked_step_losses(pred, label, valid_len)
+    return ops.mean(losses, axis=1)
 
 
 def masked_token_loss(pred, label, valid_len):

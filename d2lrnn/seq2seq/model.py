@@ -22,6 +22,7 @@ cell from scratch) or the framework's own layer (:class:`d2lrnn.models.native.Na
 """
 
 from .. import checks, ops
+from ..backends import checked_indices, checked_lengths
 from ..errors import ArgumentError
 from ..models.native import NativeLayer
 from ..models.stack import RecurrentStack
@@ -78,7 +79,12 @@ class _Module:
     params, param_names = [], ()
 
     def __call__(self, *args, **kwargs):
-        return self.forward(self.params, *args, **kwargs)
+        return self.forward(self.params, *self.checked(*args), **kwargs)
+
+    def checked(self, *args):
+        """The arguments of a call, checked (token indices in the vocabulary); ``forward``, what compiled
+        steps run, takes them unchecked."""
+        return args
 
     def named_params(self):
         """``{name: tensor}`` in the order of the flat list."""
@@ -130,6 +136,9 @@ class Seq2SeqEncoder(Encoder):
             init_weights(self.rnn.shapes(), device)
         self.param_names = ("embedding",) + self.rnn.names
 
+    def checked(self, X, *args):
+        return (checked_indices("X", X, self.vocab_size, "the source vocabulary"), *args)
+
     def forward(self, params, X, *args, training=False):
         E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
         state = self.rnn.begin_state(ops.shape(X)[0])
@@ -162,6 +171,9 @@ class Seq2SeqDecoder(Decoder):
         _, state = enc_outputs
         context = state[-len(self.rnn.cell.state_names)]  # H of the last layer (LSTM: before its C)
         return (context,) + tuple(state)
+
+    def checked(self, X, *args):
+        return (checked_indices("X", X, self.vocab_size, "the target vocabulary"), *args)
 
     def forward(self, params, X, state, training=False):
         context, rnn_state = state[0], tuple(state[1:])
@@ -227,6 +239,15 @@ class EncoderDecoder(_Module):
         """``params`` as (the encoder's, the decoder's)."""
         n = len(self.encoder.params)
         return list(params[:n]), list(params[n:])
+
+    def checked(self, enc_X, dec_X, *args):
+        """Source and target indices in the encoder's and decoder's vocabularies, and the source's valid
+        lengths (the first further argument, if any) from 0 to its num_steps."""
+        enc_X, = self.encoder.checked(enc_X)
+        dec_X, *_ = self.decoder.checked(dec_X, None)
+        if args and args[0] is not None:
+            checked_lengths("enc_valid_len", args[0], ops.shape(enc_X)[1])
+        return (enc_X, dec_X, *args)
 
     def encode(self, params, enc_X, *args, training=False):
         """The decoder's first state for source sentences ``enc_X``."""

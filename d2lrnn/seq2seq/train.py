@@ -13,16 +13,16 @@ import math
 import numpy as np
 
 from .. import checks, ops
-from ..backends import backend_name
+from ..backends import backend_name, checked_indices, checked_lengths
 from ..errors import DataError
-from ..training.guard import quiet_numerics
+from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit
 from ..training.metrics import Accumulator
 from ..training.optim import get_optimizer
 from ..training.step import Updater
 from .bleu import corpus_bleu
 from .decode import ALPHA, translate, translate_arrays
-from .loss import MaskedSoftmaxCELoss, masked_token_loss
+from .loss import masked_token_loss, sentence_losses
 
 HISTORY_KEYS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The n-gram order of the validation BLEU (uniform weights: standard BLEU-4).
@@ -43,7 +43,7 @@ def seq2seq_objective(net, bos, training=True, summed=False):
     def objective(params, X, X_valid_len, Y, Y_valid_len):
         Y_hat, _ = net.forward(params, X, teacher_forcing(Y, bos), X_valid_len, training=training)
         if summed:
-            return ops.sum(MaskedSoftmaxCELoss()(Y_hat, Y, Y_valid_len)), ()
+            return ops.sum(sentence_losses(Y_hat, Y, Y_valid_len)), ()
         return masked_token_loss(Y_hat, Y, Y_valid_len), ()
 
     return objective
@@ -105,6 +105,23 @@ def evaluate_bleu(net, data_iter, tgt_vocab, beam_size=1, alpha=ALPHA, k=BLEU_K,
     return corpus_bleu([" ".join(p) for p in preds], labels, k)
 
 
+def check_pairs(net, **iterators):
+    """The padded pairs of each loader (``{name: loader}`` with NumPy ``arrays`` (X, X_valid_len, Y,
+    Y_valid_len), as :class:`~d2lrnn.data.translation.PairBatches` holds them) inside the model's
+    vocabularies, their valid lengths from 0 to num_steps: checked once, before training."""
+    sizes = (getattr(net.encoder, "vocab_size", None), getattr(net.decoder, "vocab_size", None))
+    for name, loader in iterators.items():
+        arrays = getattr(loader, "arrays", None)
+        if not isinstance(arrays, tuple) or len(arrays) != 4 or \
+                not all(isinstance(a, np.ndarray) for a in arrays):
+            continue
+        for (tokens, lengths), size, side in zip((arrays[:2], arrays[2:]), sizes, ("source", "target")):
+            if size is not None:
+                checked_indices(f"{name}'s {side} sentences", tokens, size, f"the {side} vocabulary")
+            if tokens.ndim == 2:
+                checked_lengths(f"{name}'s {side} lengths", lengths, tokens.shape[1])
+
+
 class EncoderDecoderTask(Task):
     """The encoder-decoder in the training loop: no state between minibatches, the loss per valid target
     token, and on validation data the loss and, every ``bleu_every`` epochs and after the last, the
@@ -126,6 +143,16 @@ class EncoderDecoderTask(Task):
 
     def batch_total(self, loss, tokens):
         return batch_total(loss, tokens, self.summed)
+
+    def blown_up(self, net, loss, epoch):
+        """The language models' rule (:func:`~d2lrnn.training.guard.blown_up_loss`): a loss per target token
+        far above the untrained decoder's log V."""
+        V = len(self.tgt_vocab)
+        if not blown_up_loss(loss, V):
+            return None
+        limit, uniform = math.log(DIVERGENCE_FACTOR * V), math.log(V)
+        return (f"training loss {loss:.3g} per token in epoch {epoch} is above log({DIVERGENCE_FACTOR} x the "
+                f"target vocabulary size {V}) = {limit:.3g} (a uniform guess scores log {V} = {uniform:.3g})")
 
     def validate(self, net, epoch, last):
         if self.val_iter is None:
@@ -169,6 +196,7 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     """
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     bleu_every = checks.positive_int("bleu_every", bleu_every)
+    check_pairs(net, data_iter=data_iter, val_iter=val_iter)
     step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed)
     eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
         if val_iter else None

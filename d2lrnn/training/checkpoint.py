@@ -12,8 +12,10 @@ readers here check what every checkpoint shares (the container, the version, fie
 shapes and finiteness, vocabularies) and say in one line what is wrong.
 """
 
+import contextlib
 import dataclasses
 import json
+import math
 import pathlib
 from collections.abc import Callable
 
@@ -22,9 +24,11 @@ import numpy as np
 from .. import ops
 from .._version import __version__
 from ..backends import backend_name, generator_state_kept
-from ..data import Vocab
 from ..errors import CheckpointError, D2LRNNError
+from . import archive, memory
 from .atomic import atomic_write
+from .fields import MAX_DEPTH, MAX_TEXT, check_plain, read_vocab  # noqa: F401 (the tasks and tests read them here)
+from .optim import STATE_COPIES
 
 #: Bumped when the layout changes so that an older reader refuses what it cannot read.
 FORMAT_VERSION = 2
@@ -35,6 +39,11 @@ SEQ2SEQ_KIND = "seq2seq"
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hq", "b_q")
 _META_KEY = "meta"
 _OPTIMIZER_PREFIX = "optimizer."
+#: The most characters of metadata read (the JSON string, 4 bytes each as stored): settings, vocabularies
+#: of a few hundred thousand tokens, histories of thousands of epochs fit in a fraction of it.
+MAX_META_CHARS = 4_000_000
+#: The largest step count of an optimizer's state.
+MAX_STEPS = 10**12
 
 
 #: What a metadata field may hold, for :class:`Contents`' ``field_types``: (types, what to call it).
@@ -69,23 +78,45 @@ class Contents:
     info_keys: tuple
 
 
-def read_validated(path, contents):
+def read_validated(path, contents, follow_symlinks=True, optimizer=False):
     """``(path, metadata, arrays)`` of the checkpoint file ``path``, every field checked against
-    ``contents`` (a :class:`Contents`); one :class:`CheckpointError` line if anything is wrong."""
+    ``contents`` (a :class:`Contents`); one :class:`CheckpointError` line if anything is wrong.
+
+    The metadata is read first and checked, then the header of every array against the shape the
+    settings give, and only then the arrays themselves: no array is read that the model the metadata
+    describes does not have. ``follow_symlinks`` false refuses a symbolic link (a run folder's files);
+    ``optimizer`` adds a fourth item, the optimizer state (see :func:`load_optimizer_state`).
+    """
     path = as_path(path)
-    meta, arrays = read_checkpoint(path, contents.made_by)
-    check_version(path, meta)
-    contents.check_kind(path, meta)
-    check_fields(path, meta, contents.field_types, contents.sizes)
-    try:
-        expected = contents.shapes(path, meta)
-    except CheckpointError:
-        raise
-    except D2LRNNError as err:
-        raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
-                              "upgrade d2lrnn, or save it again") from None
-    check_arrays(path, arrays, expected, *contents.describe(meta))
-    return path, meta, arrays
+    with opened_archive(path, contents.made_by, follow_symlinks) as opened:
+        meta = read_meta(path, opened, contents.made_by)
+        names = param_names_of(path, meta)
+        check_version(path, meta)
+        contents.check_kind(path, meta)
+        check_fields(path, meta, contents.field_types, contents.sizes)
+        try:
+            expected = contents.shapes(path, meta)
+        except CheckpointError:
+            raise
+        except D2LRNNError as err:
+            raise CheckpointError(f"checkpoint {path} holds a model this d2lrnn cannot build ({err}): "
+                                  "upgrade d2lrnn, or save it again") from None
+        check_budget(path, expected)
+        headers = {name: opened.header(name) for name in names}
+        check_arrays(path, headers, expected, *contents.describe(meta))
+        arrays = {name: opened.array(name, header) for name, header in headers.items()}
+        check_finite(path, arrays)
+        state = _optimizer_state(path, opened, meta, list(expected.values())) if optimizer else None
+    return (path, meta, arrays, state) if optimizer else (path, meta, arrays)
+
+
+def check_budget(path, expected):
+    """Refuse a checkpoint whose model (``{name: shape}``) would not fit in this machine's memory."""
+    need, have = 4 * sum(math.prod(shape) for shape in expected.values()), memory.physical_memory()
+    if have is not None and need > have:
+        raise CheckpointError(f"checkpoint {path} describes a model of {memory.size_text(need)}, more than "
+                              f"this machine's {memory.size_text(have)} of memory: load it on a larger "
+                              "machine, or check where it came from")
 
 
 def info_of(meta, contents):
@@ -147,49 +178,91 @@ def as_path(path):
     return pathlib.Path(path)
 
 
-def read_checkpoint(path, made_by="d2lrnn train"):
-    """The metadata dict and the parameter arrays of the checkpoint file ``path`` (not yet checked).
+def unreadable(path, err):
+    """The error for a checkpoint path the system cannot open (``err``, an ``OSError``)."""
+    return CheckpointError(f"cannot read checkpoint {path}: {err.strerror or err}: check the path")
 
-    ``made_by`` is the command that writes such files, for the messages.
-    """
-    if path.is_dir():
-        raise CheckpointError(f"checkpoint {path} is a folder: pass the file in it, "
-                              f"e.g. {path / 'model.npz'}")
-    if not path.exists():
-        raise CheckpointError(f"checkpoint {path} does not exist: check the path, "
-                              f"or train a model with `{made_by}`")
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} is not a regular file (a device or pipe): "
-                              f"pass a model.npz written by `{made_by}`")
-    torn = f"checkpoint {path} is truncated or corrupt ({{}}): save it again or use another copy"
-    if path.stat().st_size == 0:  # NumPy versions disagree on the error an empty file raises
-        raise CheckpointError(torn.format("empty file"))
-    not_ours = f"{path} is not a d2lrnn checkpoint: pass a model.npz written by `{made_by}`"
+
+def _check_file(path, made_by):
+    """Refuse, with the fix, a path that is not a file d2lrnn could read a checkpoint from."""
     try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a lone .npy array
-            raise CheckpointError(not_ours)
-        with data:
-            if _META_KEY not in data.files:
-                raise CheckpointError(not_ours)
-            meta = json.loads(str(data[_META_KEY]))
-            names = meta.get("param_names", PARAM_NAMES) if isinstance(meta, dict) else PARAM_NAMES
-            if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
-                raise CheckpointError(f"checkpoint {path} is corrupt: its parameter names are not a list of "
-                                      "names: save it again")
-            arrays = {name: data[name] for name in names}
-    except D2LRNNError:
-        raise
-    except (KeyError, ValueError) as err:  # a missing array, or a file that is not an .npz at all
-        if isinstance(err, json.JSONDecodeError):
-            raise CheckpointError(f"checkpoint {path} is corrupt (its metadata is not JSON): "
-                                  "save it again or use another copy") from None
+        if path.is_dir():
+            raise CheckpointError(f"checkpoint {path} is a folder: pass the file in it, "
+                                  f"e.g. {path / 'model.npz'}")
+        if not path.exists() and not path.is_symlink():
+            raise CheckpointError(f"checkpoint {path} does not exist: check the path, "
+                                  f"or train a model with `{made_by}`")
+    except OSError as err:  # a name too long, a folder that cannot be searched
+        raise unreadable(path, err) from None
+
+
+@contextlib.contextmanager
+def opened_archive(path, made_by="d2lrnn train", follow_symlinks=True):
+    """The :class:`~d2lrnn.training.archive.Archive` of the checkpoint file ``path``, for one block; one
+    :class:`CheckpointError` line for every way the file is not one d2lrnn can read (missing, a folder,
+    a device, a symbolic link in a run folder (``follow_symlinks`` false), not a zip archive, torn,
+    compressed). ``made_by`` is the command that writes such files, for the messages."""
+    _check_file(path, made_by)
+    torn = f"checkpoint {path} is truncated or corrupt ({{}}): save it again or use another copy"
+    not_ours = f"{path} is not a d2lrnn checkpoint: pass a model.npz written by `{made_by}`"
+    messages = {
+        "link": f"checkpoint {path} is a symbolic link: d2lrnn reads a run folder's own files, not what a "
+                "link in it points to; remove the link",
+        "not regular": f"checkpoint {path} is not a regular file (a device or pipe): pass a model.npz "
+                       f"written by `{made_by}`",
+        "compressed": f"checkpoint {path} holds compressed arrays, which d2lrnn never writes (and which "
+                      "could hide a memory bomb): save it again with d2lrnn",
+        "not ours": not_ours}
+    try:
+        with archive.opened(path, follow_symlinks) as opened:
+            yield opened
+    except archive.Refused as err:
+        raise CheckpointError(messages.get(err.kind) or torn.format(err.reason)) from None
+    except KeyError:  # an array the metadata names is not in the archive
         raise CheckpointError(not_ours) from None
-    except Exception as err:  # zip, zlib and I/O errors of a torn or damaged file
-        raise CheckpointError(torn.format(type(err).__name__)) from None
+    except OSError as err:
+        raise unreadable(path, err) from None
+
+
+def read_meta(path, opened, made_by="d2lrnn train"):
+    """The metadata dict of a checkpoint (its ``format`` checked, nothing else), read only if its stored
+    size is within :data:`MAX_META_CHARS` characters."""
+    not_ours = f"{path} is not a d2lrnn checkpoint: pass a model.npz written by `{made_by}`"
+    if _META_KEY not in opened.names:
+        raise CheckpointError(not_ours)
+    header = opened.header(_META_KEY)
+    if header.dtype.kind != "U" or header.shape != ():
+        raise CheckpointError(not_ours)
+    chars = header.dtype.itemsize // 4
+    if chars > MAX_META_CHARS:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its metadata holds {chars:,} characters, more "
+                              f"than the {MAX_META_CHARS:,} d2lrnn reads: save it again")
+    try:
+        meta = json.loads(str(opened.array(_META_KEY, header)[()]))
+    except (ValueError, RecursionError):  # not JSON, nested too deep, a number too long
+        raise CheckpointError(f"checkpoint {path} is corrupt (its metadata is not JSON): "
+                              "save it again or use another copy") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise CheckpointError(not_ours)
-    return meta, arrays
+    check_plain(path, meta)
+    return meta
+
+
+def param_names_of(path, meta):
+    """The parameter names a checkpoint's metadata gives (format 1: :data:`PARAM_NAMES`), checked."""
+    names = meta.get("param_names", PARAM_NAMES)
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names) or \
+            len(names) > archive.MAX_ENTRIES or _META_KEY in names:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its parameter names are not a list of "
+                              "names: save it again")
+    return list(names)
+
+
+def read_checkpoint(path, made_by="d2lrnn train", follow_symlinks=True):
+    """The metadata dict of the checkpoint file ``path`` (only the container and its format checked: for
+    choosing a loader)."""
+    with opened_archive(path, made_by, follow_symlinks) as opened:
+        return read_meta(path, opened, made_by)
 
 
 def check_version(path, meta):
@@ -202,79 +275,100 @@ def check_version(path, meta):
                               f"reads ({FORMAT_VERSION}): upgrade d2lrnn (pip install -U d2lrnn)")
 
 
-def check_fields(path, meta, types, sizes=()):
+def check_fields(path, meta, types, sizes=None):
     """Every field of ``meta`` of the type ``types`` gives (``{key: (types, what)}``; a bool is not a
-    number), and the fields ``sizes`` at least 1."""
+    number), and the fields ``sizes`` (``{key: limit}``) from 1 to their limit."""
     for key, (kinds, what) in types.items():
         value = meta.get(key)
         if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is not bool):
             raise CheckpointError(f"checkpoint {path} is corrupt: its {key!r} is {type(value).__name__}, "
                                   f"not {what}: save it again")
-    for key in sizes:
+    for key, limit in (sizes or {}).items():
         if meta[key] < 1:
             raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}: save it again")
+        if meta[key] > limit:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {key} is {meta[key]}, above d2lrnn's limit "
+                                  f"of {limit:,}: save it again")
 
 
-def check_arrays(path, arrays, expected, model, sizes):
-    """The parameters ``expected`` (``{name: shape}``, in order), float32, every value finite.
+def check_arrays(path, headers, expected, model, sizes):
+    """The parameters ``expected`` (``{name: shape}``, in order), as the archive's array ``headers`` give
+    them, float32 and of those shapes.
 
     ``model`` names the model (``a 2-layer gru model``) and ``sizes`` the sizes the shapes come
     from (``vocab 28 and 4 hidden units``), for the messages.
     """
-    if list(arrays) != list(expected):
-        missing = [n for n in expected if n not in arrays]
+    if list(headers) != list(expected):
+        missing = [n for n in expected if n not in headers]
         what = f"lacks {', '.join(missing)}" if missing else \
-            f"holds {', '.join(n for n in arrays if n not in expected) or 'its parameters in another order'}"
+            f"holds {', '.join(n for n in headers if n not in expected) or 'its parameters in another order'}"
         raise CheckpointError(f"checkpoint {path} is corrupt: it {what} for {model}: save it again")
-    for name, a in arrays.items():
-        if a.dtype != np.float32:
-            raise CheckpointError(f"checkpoint {path} is corrupt: {name} holds {a.dtype} values, not "
+    for name, header in headers.items():
+        if header.dtype != np.float32:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} holds {header.dtype} values, not "
                                   "float32: save it again with d2lrnn")
-        if a.shape != expected[name]:
-            raise CheckpointError(f"checkpoint {path} is corrupt: {name} has shape {a.shape}, expected "
-                                  f"{expected[name]} for {sizes}: save it again")
+        if header.shape != tuple(expected[name]):
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} has shape {header.shape}, expected "
+                                  f"{tuple(expected[name])} for {sizes}: save it again")
+
+
+def check_finite(path, arrays):
+    """Every value of every array finite."""
+    for name, a in arrays.items():
         bad = a.size - int(np.isfinite(a).sum())
         if bad:
             raise CheckpointError(f"checkpoint {path} holds {bad} NaN or infinite values in {name}: it is "
                                   "from a diverged run or damaged; use the run's best checkpoint (model.npz)")
 
 
-def read_vocab(path, saved, size, name="vocabulary"):
-    """The :class:`Vocab` stored as ``saved`` (its ``to_dict()``), which must hold ``size`` tokens."""
-    try:
-        vocab = Vocab.from_dict(saved)
-    except (KeyError, TypeError, D2LRNNError) as err:
-        raise CheckpointError(f"checkpoint {path} is corrupt (bad {name}: {err}): save it again") from None
-    if len(vocab) != size:
-        raise CheckpointError(f"checkpoint {path} is corrupt: its {name} has {len(vocab)} tokens but "
-                              f"the model {size}: save it again")
-    return vocab
-
-
-def checkpoint_kind(path):
-    """``'seq2seq'`` for a translation model's checkpoint, ``'lm'`` for a language model's (read, not
-    checked: for choosing the loader and the message)."""
-    meta, _ = read_checkpoint(as_path(path))
+def checkpoint_kind(path, follow_symlinks=True):
+    """``'seq2seq'`` for a translation model's checkpoint, ``'lm'`` for a language model's (its metadata
+    read, not checked: for choosing the loader and the message)."""
+    meta = read_checkpoint(as_path(path), follow_symlinks=follow_symlinks)
     return "seq2seq" if meta.get("kind") == SEQ2SEQ_KIND else "lm"
 
 
-def load_optimizer_state(path):
+def load_optimizer_state(path, follow_symlinks=True):
     """The optimizer state a run's ``last.npz`` holds (:meth:`d2lrnn.training.step.Updater.state_dict`'s
-    form), or None if it holds none (SGD runs, and runs saved before optimizers had state)."""
+    form), or None if it holds none (SGD runs, and runs saved before optimizers had state).
+
+    Its arrays must be those the optimizer keeps for the checkpoint's parameters (Adam: two of each
+    shape), as their headers say, before they are read.
+    """
     path = as_path(path)
-    meta, _ = read_checkpoint(path)
+    with opened_archive(path, follow_symlinks=follow_symlinks) as opened:
+        meta = read_meta(path, opened)
+        shapes = [opened.header(name).shape for name in param_names_of(path, meta)]
+        return _optimizer_state(path, opened, meta, shapes)
+
+
+def _optimizer_state(path, opened, meta, shapes):
+    """The optimizer state of an opened checkpoint whose parameters have ``shapes``, checked from the
+    headers of its arrays before they are read; None if it holds none."""
     saved = meta.get("optimizer")
     if saved is None:
         return None
     damaged = f"checkpoint {path} holds a damaged optimizer state ({{}}): start a new run"
-    try:
-        name, t, count = saved["name"], saved["t"], saved["arrays"]
-        if not (isinstance(name, str) and isinstance(t, int) and isinstance(count, int) and t >= 0):
-            raise ValueError("bad fields")
-        with np.load(path, allow_pickle=False) as data:
-            arrays = [data[f"{_OPTIMIZER_PREFIX}{i}"] for i in range(count)]
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(damaged.format(err)) from None
-    if any(a.dtype != np.float32 or not np.isfinite(a).all() for a in arrays):
+    if not isinstance(saved, dict) or set(saved) != {"name", "t", "arrays"}:
+        raise CheckpointError(damaged.format("not a mapping of name, t and arrays"))
+    name, t, count = saved["name"], saved["t"], saved["arrays"]
+    if name not in STATE_COPIES:
+        raise CheckpointError(damaged.format(f"an optimizer d2lrnn does not have, {str(name)[:40]!r}"))
+    if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_STEPS:
+        raise CheckpointError(damaged.format(f"step count {str(t)[:40]}"))
+    expected = {f"{_OPTIMIZER_PREFIX}{i}": shape for i, shape in enumerate(shapes * STATE_COPIES[name])}
+    if count != len(expected):
+        raise CheckpointError(damaged.format(f"{str(count)[:40]} arrays where {name} keeps {len(expected)}"))
+    headers = {}
+    for key, shape in expected.items():
+        try:
+            headers[key] = opened.header(key)
+        except KeyError:
+            raise CheckpointError(damaged.format(f"{key} is missing")) from None
+        if headers[key].dtype != np.float32 or headers[key].shape != tuple(shape):
+            found = f"{headers[key].dtype} values of shape {headers[key].shape}"
+            raise CheckpointError(damaged.format(f"{key} holds {found}, not float32 of shape {tuple(shape)}"))
+    arrays = [opened.array(key, header) for key, header in headers.items()]
+    if any(not np.isfinite(a).all() for a in arrays):
         raise CheckpointError(damaged.format("values not finite float32"))
     return {"optimizer": name, "t": t, "arrays": arrays}

@@ -24,6 +24,20 @@ def _loss_and_probe(l, params):
     return ops.stack([l, sum(ops.sum(p * 0.0) for p in params)])
 
 
+#: A run has diverged when an epoch's training perplexity, exp(mean cross-entropy per token), is above this
+#: many times the vocabulary size: an untrained model guesses about uniformly (perplexity V, loss log V), so
+#: the run has gone far above where it started. A slowly learning run (a tiny learning rate) stays near V and
+#: is not flagged. Both tasks, language models and translation, are held to it, on every backend: a loss
+#: that grows to 1e31 is as diverged as one that becomes inf.
+DIVERGENCE_FACTOR = 2
+
+
+def blown_up_loss(mean_loss, vocab_size):
+    """Whether an epoch's mean cross-entropy per token over ``vocab_size`` tokens shows a diverged run:
+    above log(:data:`DIVERGENCE_FACTOR` x ``vocab_size``), or not a number."""
+    return not mean_loss <= math.log(DIVERGENCE_FACTOR * vocab_size)
+
+
 def diverged(what, kept, epoch, step=None):
     """Raise the :class:`TrainingError` of a diverged run: ``what`` happened, ``kept`` says which
     parameters the model holds now."""

@@ -102,6 +102,9 @@ class Adam:
 
 
 OPTIMIZERS = {"sgd": SGD, "adam": Adam}
+#: How many arrays of each parameter's shape each optimizer's state holds (what a checkpoint's reader
+#: expects before it reads them).
+STATE_COPIES = {"sgd": 0, "adam": 2}
 
 
 def sgd(params, grads, lr, batch_size=1):

@@ -16,6 +16,7 @@ import pytest
 import d2lrnn
 import d2lrnn as d2l
 from d2lrnn import cli, ops
+from d2lrnn.lm.checkpoint import corpus_digest
 from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
@@ -198,10 +199,10 @@ def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_o
     train_iter, val_iter, _ = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
     assert train_iter.corpus.dtype == np.uint8
     stored = b"|u1:" + train_iter.corpus.tobytes() + val_iter.corpus.tobytes()
-    assert cli.lm._corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
+    assert corpus_digest(train_iter, val_iter, chunk=1000) == hashlib.sha1(stored).hexdigest()
     as_int64 = [split.corpus.astype(np.int64).tobytes() for split in (train_iter, val_iter)]
     expected = hashlib.sha1(b"".join(as_int64))
-    assert cli.lm._corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
+    assert corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
 
 
 def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
@@ -212,7 +213,7 @@ def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
     train_iter, val_iter, _ = d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)
-    meta["hparams"]["corpus_sha1"] = cli.lm._corpus_digest(train_iter, val_iter, int64=True)
+    meta["hparams"]["corpus_sha1"] = corpus_digest(train_iter, val_iter, int64=True)
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     assert cli.main(["train", "--resume", str(run), "--epochs", "2", "--no-progress"]) == 0
@@ -478,7 +479,13 @@ def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_pat
     assert cli.main(["train", *TINY, "--corpus", str(corpus), "--out", str(run)]) == 0
     corpus.write_text("the time traveller spoke " * 200)
     capsys.readouterr()
+    # d2lrnn opens no file a checkpoint names (issue 32): the run's own corpus file is given again
     assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    assert capsys.readouterr().err == (f"d2lrnn: error: the run in {run} was trained on the file "
+                                       f"'{corpus}': pass it again with --corpus PATH to resume (d2lrnn "
+                                       "opens no file that a checkpoint names; the run checks it is the same "
+                                       "text)\n")
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert err == (f"d2lrnn: error: the corpus {corpus} is not the text the run in {run} was trained on (it "
                    "changed since): resume needs the same text; start a new run instead\n")
@@ -489,7 +496,7 @@ def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_pat
     meta["resume"]["generator"] = {"bit_generator": "PCG64", "state": "broken"}
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
-    assert cli.main(["train", "--resume", str(run), "--epochs", "3"]) == 2
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"d2lrnn: error: {run / 'last.npz'} holds a damaged resume state (")
     assert err.count("\n") == 1
@@ -562,7 +569,7 @@ def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, mon
         def refused(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
 
-        monkeypatch.setattr("d2lrnn.training.runs.open", refused, raising=False)
+        monkeypatch.setattr("d2lrnn.training.runs._open_lock_file", refused)
         message = "cannot write in the output folder"
     monkeypatch.setattr(cli.lm, "train_lm", lambda *a, **k: pytest.fail("training started"))
     assert cli.main(["train", *TINY, "--out", str(tmp_path)]) == 2

@@ -109,6 +109,23 @@ def test_corpus_by_path_cjk_detected(tmp_path):
     assert len(corpus) == 12 and len(vocab) == 13
 
 
+@pytest.mark.parametrize("block, first", [
+    ("extension A", 0x3400), ("unified", 0x4E00), ("compatibility", 0xF900), ("extension B", 0x20000),
+    ("extension C", 0x2A700), ("extension D", 0x2B740), ("extension E", 0x2B820), ("extension F", 0x2CEB0),
+    ("extension I", 0x2EBF0), ("compatibility supplement", 0x2F800), ("extension G", 0x30000),
+    ("extension H", 0x31350)])
+def test_every_block_of_cjk_ideographs_is_read_as_characters(block, first, tmp_path):
+    # Issue 32: text of extension B (beyond U+FFFF) was taken for English and cleaned away.
+    line = "".join(chr(first + i) for i in range(5))
+    path = tmp_path / "ideographs.txt"
+    path.write_text(f"{line}\n{line[::-1]}\n", encoding="utf-8")
+    assert d2l.read_corpus(path) == [line, line[::-1]]
+    corpus, vocab = d2l.load_corpus(path)
+    assert "".join(vocab.to_tokens(corpus.tolist())) == line + line[::-1] and len(vocab) == 6
+    with pytest.raises(d2l.DataError, match="no spaces between words: use token='char'"):
+        d2l.load_corpus(path, token="word")
+
+
 def test_byte_order_mark_dropped(tmp_path):
     path = tmp_path / "bom.txt"
     path.write_bytes("\ufeffabc".encode())

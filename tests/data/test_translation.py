@@ -32,6 +32,16 @@ def test_tokenize_takes_exactly_num_examples_pairs_and_skips_blank_lines():
     assert len(source) == 600
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_every_line_end_reads_the_same_pairs(end, tmp_path):
+    # Issue 32: a file with CR-only line ends (classic Mac) was refused as one malformed line.
+    path = tmp_path / "pairs.txt"
+    path.write_bytes(end.join(["Go.\tVa !", "Hi.\tSalut.", "", "Run!\tCours !"]).encode() + end.encode())
+    source, target = nmt.tokenize_nmt(nmt.preprocess_nmt(nmt.read_data_nmt(path)))
+    assert source == [["go", "."], ["hi", "."], ["run", "!"]]
+    assert target == [["va", "!"], ["salut", "."], ["cours", "!"]]
+
+
 def test_truncate_pad_and_arrays_by_hand():
     assert nmt.truncate_pad([5, 6], 4, 1) == [5, 6, 1, 1]
     assert nmt.truncate_pad([5, 6, 7, 8, 9], 4, 1) == [5, 6, 7, 8]

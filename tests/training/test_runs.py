@@ -41,15 +41,20 @@ def test_a_second_run_into_a_locked_folder_is_refused_at_once(tmp_path):
         pass
 
 
+def _a_checkpoint(path):
+    vocab = d2l.Vocab(list("ab"))
+    return d2l.save_checkpoint(path, d2l.RNNModelScratch(len(vocab), 2), vocab)
+
+
 def test_a_folder_holding_a_run_needs_overwrite_or_resume(tmp_path):
-    (tmp_path / "model.npz").write_bytes(b"a checkpoint")
+    saved = _a_checkpoint(tmp_path / "model.npz").read_bytes()
     with pytest.raises(d2l.RunFolderError, match="holds another run's checkpoint \\(model.npz\\): pass "
                                                  "--overwrite to replace it, --resume .* to continue it"):
         runs.open_run_folder(tmp_path)
     for kwargs in ({"overwrite": True}, {"resume": True}):
         with runs.open_run_folder(tmp_path, **kwargs):
             pass
-    assert (tmp_path / "model.npz").read_bytes() == b"a checkpoint"  # replaced only by a finished epoch
+    assert (tmp_path / "model.npz").read_bytes() == saved  # replaced only by a finished epoch
 
 
 def test_an_unwritable_folder_is_found_before_training(tmp_path, monkeypatch):
@@ -58,7 +63,7 @@ def test_an_unwritable_folder_is_found_before_training(tmp_path, monkeypatch):
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(runs, "open", refused, raising=False)
+    monkeypatch.setattr(runs, "_open_lock_file", refused)
     with pytest.raises(d2l.RunFolderError, match="cannot write in the output folder .*sub \\(Permission "
                                                  "denied\\): choose another --out"):
         runs.open_run_folder(tmp_path / "sub")
@@ -176,3 +181,79 @@ def test_kill_9_during_saves_never_loses_the_checkpoint_and_the_next_run_clears_
 
     assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(tmp_path), "--overwrite"]) == 0
     assert stale_temps(tmp_path, runs.RUN_FILES) == []
+
+
+# -- a folder nobody vouches for (issue 32) ------------------------------------------------------------
+
+def test_a_symbolic_link_planted_as_the_lock_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's file")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / runs.LOCK_NAME).symlink_to(victim)
+    with pytest.raises(d2l.RunFolderError, match=r"\.lock is a symbolic link, not d2lrnn's lock file"):
+        runs.open_run_folder(run)
+    assert victim.read_text() == "someone's file"
+
+
+@pytest.mark.parametrize("plant, message", [
+    (lambda lock, victim: os.link(victim, lock), "is a hard link to another file, not d2lrnn's lock file"),
+    (lambda lock, victim: lock.write_text("my notes"), "is not d2lrnn's lock file \\(it holds other text\\)"),
+    (lambda lock, victim: os.mkfifo(lock), "is not a regular file, not d2lrnn's lock file"),
+])
+def test_a_lock_file_that_is_not_d2lrnns_is_refused_without_writing_to_it(plant, message, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's file")
+    run = tmp_path / "run"
+    run.mkdir()
+    plant(run / runs.LOCK_NAME, victim)
+    with pytest.raises(d2l.RunFolderError, match=message):
+        runs.open_run_folder(run)
+    assert victim.read_text() == "someone's file"
+
+
+def test_a_full_disk_when_the_lock_is_written_is_one_line(tmp_path, monkeypatch):
+    def disk_full(lock):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runs, "_write_pid", disk_full)
+    with pytest.raises(d2l.RunFolderError, match="cannot write in the output folder .*run \\(No space left "
+                                                 "on device\\): free some space, or choose another --out"):
+        runs.open_run_folder(tmp_path / "run")
+
+
+def test_a_name_too_long_is_one_line(tmp_path):
+    with pytest.raises(d2l.RunFolderError, match="output folder .*: File name too long: choose another"):
+        runs.open_run_folder(tmp_path / ("x" * 300))
+
+
+@pytest.mark.parametrize("name, content", [
+    ("metrics.csv", "step,loss\n1,2.5\n"), ("perplexity.png", b"\x89PNG\r\n\x1a\n someone's plot"),
+    ("model.npz", b"PK\x03\x04 someone's archive"), ("loss.png", b"not even a PNG")])
+def test_a_file_d2lrnn_did_not_write_is_never_replaced(name, content, tmp_path):
+    path = tmp_path / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    for kwargs in ({}, {"overwrite": True}, {"resume": True}):
+        with pytest.raises(d2l.RunFolderError, match=f"holds {name}, which d2lrnn did not write .* move it "
+                                                     "away, or choose another --out"):
+            runs.open_run_folder(tmp_path, **kwargs)
+    assert path.read_bytes() == (content.encode() if isinstance(content, str) else content)
+
+
+def test_a_link_where_a_run_file_goes_is_not_d2lrnns(tmp_path):
+    target = _a_checkpoint(tmp_path / "elsewhere.npz")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "model.npz").symlink_to(target)
+    assert not runs.written_by_d2lrnn(tmp_path / "run" / "model.npz") and runs.written_by_d2lrnn(target)
+    with pytest.raises(d2l.RunFolderError, match="holds model.npz, which d2lrnn did not write"):
+        runs.open_run_folder(tmp_path / "run", overwrite=True)
+
+
+def test_files_a_run_wrote_carry_its_marks_and_need_overwrite(tmp_path):
+    (tmp_path / "metrics.csv").write_text("epoch,train_ppl,val_ppl,tokens_per_sec,seconds\n1,9,9,9,9\n")
+    assert runs.written_by_d2lrnn(tmp_path / "metrics.csv")
+    with pytest.raises(d2l.RunFolderError, match="holds metrics.csv of another run: pass --overwrite to "
+                                                 "replace them"):
+        runs.open_run_folder(tmp_path)
+    with runs.open_run_folder(tmp_path, overwrite=True):
+        pass
