@@ -295,14 +295,20 @@ def _build(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, re
                          dropout=dropout)
 
 
+def _without_bias(layer):
+    """Whether the layer was built with ``bias_ih_attr=False`` or ``bias_hh_attr=False``: Paddle then keeps
+    a constant zero bias (``stop_gradient``) in the cells."""
+    return any(getattr(cell, name).stop_gradient for cell in layer.sublayers()
+               if isinstance(cell, paddle.nn.layer.rnn.RNNCellBase) for name in ("bias_ih", "bias_hh"))
+
+
 def _describe(layer):
     if not isinstance(layer, paddle.nn.layer.rnn.RNNBase):
         return None, []
-    # Either time_major: d2lrnn runs Paddle's kernel on time-major steps itself. Without a bias
-    # (bias_ih_attr=False) Paddle's layer runs cell by cell, without the kernel.
+    # Either time_major: d2lrnn runs Paddle's kernel on time-major steps itself.
     unsupported = [setting for setting, bad in (
-        ("activation='relu'", layer.mode == "RNN_RELU"), ("bias_ih_attr=False or bias_hh_attr=False",
-                                                          not layer.could_use_cudnn),
+        ("activation='relu'", layer.mode == "RNN_RELU"),
+        ("bias_ih_attr=False or bias_hh_attr=False", _without_bias(layer)),
         (f"proj_size={layer.proj_size}", layer.proj_size > 0)) if bad]
     cell = _CELLS.get(layer.mode, "rnn")
     return {"cell": cell, "num_inputs": layer.input_size, "num_hiddens": layer.hidden_size,
