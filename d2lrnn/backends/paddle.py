@@ -7,10 +7,13 @@ Paddle's own (``paddle.int64``); devices are Paddle places (``paddle.CPUPlace()`
 Importing Paddle prints nothing here: its "No ccache found" warning (about compiling C++ extensions,
 which d2lrnn does not do) and its advice about ``OMP_NUM_THREADS`` above 1 are dropped while it loads.
 
-Threads: Paddle runs its CPU kernels (MKL's GEMM among them) on ``OMP_NUM_THREADS`` threads, which it
-sets to 1 when it loads unless the user set it. That is why a 2048 x 2048 product ran here at a fraction
-of TensorFlow's (which uses every core): this module gives Paddle the user's ``OMP_NUM_THREADS`` when set,
-else one thread per core, as the other frameworks take (``bench/RESULTS.md`` has the measurements).
+Threads and GEMM: Paddle's CPU wheel multiplies matrices with MKL 2019.0.5 (MKLML) on
+``OMP_NUM_THREADS`` threads, and sets ``OMP_NUM_THREADS=1`` when it loads unless the user set it: its
+2048 x 2048 product ran on one core where TensorFlow's ran on every core. This module gives Paddle the
+user's ``OMP_NUM_THREADS`` (as it was when d2lrnn was imported), else one thread per core, as the other
+frameworks take. On AMD processors that MKL takes its slow generic code path unless
+``MKL_DEBUG_CPU_TYPE=5`` is set before it loads, which this module does there (the user's own setting
+stands). ``bench/RESULTS.md`` has the measurements.
 """
 
 import contextlib
@@ -41,7 +44,12 @@ def _import_quietly():
     return module
 
 
-_user_threads = os.environ.get("OMP_NUM_THREADS")
+# The user's thread setting: read before Paddle loads (it sets OMP_NUM_THREADS=1 when unset), or as it was
+# when d2lrnn was imported where the user imported Paddle first.
+_user_threads = os.environ.get("OMP_NUM_THREADS") if "paddle" not in sys.modules \
+    else _common.OMP_NUM_THREADS_AT_IMPORT
+if _common.cpu_vendor() == "AuthenticAMD":
+    os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")  # MKL 2019's AVX2 kernels on AMD (honoured to 2020.0)
 paddle = _import_quietly()
 F = paddle.nn.functional
 
