@@ -64,6 +64,39 @@ def _threads(setting):
 
 paddle.base.core.set_num_threads(_threads(_user_threads))
 
+#: Paddle 2's operators between an integer and a floating-point tensor (the book's Paddle cells were
+#: written for them: ``paddle.arange(n, dtype=paddle.float32)[None, :] < valid_len[:, None]``, a float loss
+#: times an integer mask); Paddle 3 raises a TypeError for them, and this module has them compute in the
+#: floating-point dtype (Paddle 2 cast the right operand to the left one's). Nothing that Paddle 3 computes
+#: changes: the cast is tried only where its operator has refused the pair.
+_MIXED_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                    "__rtruediv__", "__floordiv__", "__mod__", "__pow__", "__rpow__",
+                    "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")
+_INTEGERS = (paddle.int8, paddle.int16, paddle.int32, paddle.int64, paddle.uint8)
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+
+
+def _mixed(operator):
+    def mixed(self, other):
+        try:
+            return operator(self, other)
+        except TypeError:
+            if not isinstance(other, paddle.Tensor):
+                raise
+            if self.dtype in _FLOATS and other.dtype in _INTEGERS:
+                return operator(self, other.astype(self.dtype))
+            if self.dtype in _INTEGERS and other.dtype in _FLOATS:
+                return operator(self.astype(other.dtype), other)
+            raise
+
+    mixed.__name__, mixed.__doc__, mixed.d2lrnn_mixed = operator.__name__, operator.__doc__, True
+    return mixed
+
+
+for _name in _MIXED_OPERATORS:
+    if not hasattr(getattr(paddle.Tensor, _name), "d2lrnn_mixed"):  # once, however often this module loads
+        setattr(paddle.Tensor, _name, _mixed(getattr(paddle.Tensor, _name)))
+
 _DTYPES = {"float32": paddle.float32, "float64": paddle.float64, "int32": paddle.int32,
            "int64": paddle.int64, "bool": paddle.bool}
 
@@ -216,6 +249,10 @@ def relu(x):
 
 def exp(x):
     return paddle.exp(x)
+
+
+def sin(x):
+    return paddle.sin(x)
 
 
 def log(x):

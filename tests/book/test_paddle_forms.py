@@ -43,3 +43,37 @@ def test_paddle_dtypes_and_places_are_taken_where_the_cells_give_them(backend):
     assert moved.place == place and moved.dtype == paddle.float32
     assert d2l.to(moved, place) is moved
     assert d2l.cpu() == place and d2l.try_gpu(d2l.num_gpus()) == place  # past the last GPU: the CPU
+
+
+def test_load_array_is_called_for_its_batches_as_paddles_dataloader(backend):
+    # the sequence section's Paddle cells: ``for X, y in train_iter()``
+    features, labels = np.arange(10.0, dtype=np.float32).reshape(5, 2), np.arange(5.0, dtype=np.float32)
+    train_iter = d2l.load_array((features, labels), 2, is_train=False)
+    called = [tuple(ops.to_numpy(t).tolist() for t in batch) for batch in train_iter()]
+    assert called == [tuple(ops.to_numpy(t).tolist() for t in batch) for batch in train_iter]
+    assert called[-1] == ([[8.0, 9.0]], [4.0])
+
+
+def test_paddle_2s_integer_and_float_operators(backend):
+    # The seq2seq section's Paddle cells compare a float32 arange with int64 lengths and multiply a float
+    # loss by an int64 mask, as Paddle 2 allowed; Paddle 3 refuses the pairs unless the backend is loaded.
+    if backend != "paddle":
+        pytest.skip("Paddle's operators are the paddle backend's")
+    import paddle
+
+    d2l.zeros(1)  # the backend loaded
+    lengths = paddle.to_tensor([1, 2])
+    mask = paddle.arange(3, dtype=paddle.float32)[None, :] < lengths[:, None]
+    assert mask.dtype == paddle.bool and mask.numpy().tolist() == [[True, False, False], [True, True, False]]
+    loss, weights = paddle.to_tensor([[0.5, 1.5], [2.0, 4.0]]), paddle.to_tensor([[1, 0], [1, 1]])
+    for product in (loss * weights, weights * loss):
+        assert product.dtype == paddle.float32
+        np.testing.assert_array_equal(product.numpy(), [[0.5, 0.0], [2.0, 4.0]])
+    assert (weights / paddle.to_tensor([2.0, 4.0])).numpy().tolist() == [[0.5, 0.0], [0.5, 0.25]]
+    assert (lengths == paddle.to_tensor([1.0, 3.0])).numpy().tolist() == [True, False]
+    assert (lengths * 1.5).numpy().tolist() == [1.5, 3.0]  # Paddle's own, as before
+    # the pairs that are not an integer and a float are left to Paddle 3, which refuses them
+    with pytest.raises(TypeError, match="Type promotion"):
+        lengths + paddle.to_tensor([1, 1], dtype=paddle.int32)
+    with pytest.raises(TypeError, match="Type promotion"):
+        loss * paddle.to_tensor([True, False])
