@@ -14,6 +14,11 @@ user's ``OMP_NUM_THREADS`` (as it was when d2lrnn was imported), else one thread
 frameworks take. On AMD processors that MKL takes its slow generic code path unless
 ``MKL_DEBUG_CPU_TYPE=5`` is set before it loads, which this module does there (the user's own setting
 stands). ``bench/RESULTS.md`` has the measurements.
+
+The book's Paddle cells were written for Paddle 2, whose operators took an integer and a floating-point
+tensor together (a float32 ``arange`` compared with int64 lengths, a loss times an int64 mask); Paddle 3
+refuses such a pair, and while this module is loaded ``paddle.Tensor``'s arithmetic and comparison operators
+compute it in the floating-point dtype instead. Every pair Paddle 3 computes itself is left to it.
 """
 
 import contextlib
