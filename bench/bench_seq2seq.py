@@ -62,7 +62,7 @@ from bench.results import RESULTS, write_section  # noqa: E402
 from bench.seq2seq_reference import FRAMEWORKS, LOOPS  # noqa: E402
 
 SECTION = "seq2seq-speed"
-BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax")
+BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax", "paddle")
 MODELS = ("scratch", "concise", "reference")
 #: The configuration flags and their defaults (the issue's): name -> (type, default, help).
 CONFIG = {
@@ -81,7 +81,8 @@ CONFIG = {
 RECURRENCE = {"scratch": "d2lrnn GRU from scratch (hand-written BPTT)",
               "concise": {"numpy": "d2lrnn GRU from scratch (NumPy has no layer)",
                           "torch": "torch.nn.GRU through d2lrnn", "tensorflow": "keras GRU through d2lrnn",
-                          "mxnet": "gluon.rnn.GRU through d2lrnn", "jax": "flax GRUCell through d2lrnn"}}
+                          "mxnet": "gluon.rnn.GRU through d2lrnn", "jax": "flax GRUCell through d2lrnn",
+                          "paddle": "paddle.nn.GRU through d2lrnn"}}
 TARGET = "torch scratch >= 1.0x the plain torch nn.Embedding + nn.GRU + nn.Linear loop"
 
 

@@ -124,12 +124,13 @@ def set_framework_threads(name, n):
 
         tf.config.threading.set_intra_op_parallelism_threads(n)
         tf.config.threading.set_inter_op_parallelism_threads(n)
+    # Paddle reads OMP_NUM_THREADS (set above) as it loads: the setting its documentation gives users.
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["scratch", "concise"], default="scratch")
-    parser.add_argument("--framework", choices=["torch", "tensorflow", "mxnet", "jax"],
+    parser.add_argument("--framework", choices=["torch", "tensorflow", "mxnet", "jax", "paddle"],
                         help="time this framework's plain loop (bench/reference.py), not d2lrnn")
     parser.add_argument("--cell", choices=list(GATES), default="rnn")
     parser.add_argument("--hidden", type=int, default=HIDDEN)

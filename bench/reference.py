@@ -2,10 +2,11 @@
 own documentation teaches it, with no d2lrnn code at all.
 
 A user who does not use d2lrnn would write this instead: the framework's fused recurrent layer
-(``torch.nn.RNN/GRU/LSTM``, Keras ``SimpleRNN/GRU/LSTM``, ``gluon.rnn.RNN/GRU/LSTM``; on JAX, Flax's
-``nn.RNN`` scanning ``SimpleCell/GRUCell/OptimizedLSTMCell``), a dense output layer, the mean softmax
-cross-entropy over all batch x steps tokens, gradients clipped to a global norm, and the framework's
-own SGD (optax's on JAX), with the step compiled where the framework compiles. bench/bench_train.py
+(``torch.nn.RNN/GRU/LSTM``, Keras ``SimpleRNN/GRU/LSTM``, ``gluon.rnn.RNN/GRU/LSTM``,
+``paddle.nn.SimpleRNN/GRU/LSTM``; on JAX, Flax's ``nn.RNN`` scanning
+``SimpleCell/GRUCell/OptimizedLSTMCell``), a dense output layer, the mean softmax cross-entropy over
+all batch x steps tokens, gradients clipped to a global norm, and the framework's own SGD (optax's on
+JAX), with the step compiled where the framework compiles. bench/bench_train.py
 times these steps (tokens/s) next to d2lrnn's models, so the comparison answers "what does d2lrnn
 cost over the plain framework?".
 
@@ -22,10 +23,10 @@ RNG is seeded with 0 so runs repeat.
 
 ``ref.get_weights()`` returns the weights as ``{name: NumPy array}`` in the framework's own layout
 and gate order (names like ``"rnn.weight_ih_l0"``, ``"rnn/kernel"``, ``"rnn.l0_i2h_weight"``,
-``"rnn/ir/kernel"``, and ``dense...`` for the output layer); ``ref.set_weights({name: array})``
-assigns any of them. ``ref.rnn`` and ``ref.dense`` are the framework's layers themselves (not on
-JAX, whose Flax modules hold no weights; ``ref.params`` is its tree); ``ref.state`` is the carried
-state and ``ref.reset_state()`` sets it back to zeros.
+``"rnn/ir/kernel"``, and ``dense...`` for the output layer; Paddle's named as torch's);
+``ref.set_weights({name: array})`` assigns any of them. ``ref.rnn`` and ``ref.dense`` are the
+framework's layers themselves (not on JAX, whose Flax modules hold no weights; ``ref.params`` is its
+tree); ``ref.state`` is the carried state and ``ref.reset_state()`` sets it back to zeros.
 
 The framework is imported inside ``make_reference`` only, so importing this module is cheap and a
 process imports only the framework it uses.
@@ -34,16 +35,16 @@ process imports only the framework it uses.
 import numpy as np
 
 CELLS = ("rnn", "gru", "lstm")
-FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax")
+FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax", "paddle")
 
 
 def make_reference(framework, cell, vocab_size, num_hiddens, batch_size, lr=1.0, clip=1.0):
-    """The plain-framework training loop for ``framework`` ('torch', 'tensorflow', 'mxnet', 'jax') and
-    ``cell`` ('rnn': tanh RNN, 'gru', 'lstm')."""
+    """The plain-framework training loop for ``framework`` ('torch', 'tensorflow', 'mxnet', 'jax',
+    'paddle') and ``cell`` ('rnn': tanh RNN, 'gru', 'lstm')."""
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}; expected one of {CELLS}")
     builders = {"torch": TorchReference, "tensorflow": KerasReference, "mxnet": GluonReference,
-                "jax": FlaxReference}
+                "jax": FlaxReference, "paddle": PaddleReference}
     if framework not in builders:
         raise ValueError(f"unknown framework {framework!r}; expected one of {FRAMEWORKS}")
     return builders[framework](cell, vocab_size, num_hiddens, batch_size, lr, clip)
@@ -297,6 +298,61 @@ class FlaxReference:
                 node = node[key]
             node[leaf] = self.jnp.asarray(_checked(value, current[name].shape, name))
         self.params = params
+
+
+class PaddleReference:
+    """``paddle.nn`` SimpleRNN/GRU/LSTM (time-major, as the book's Paddle cells build them) + ``nn.Linear``,
+    ``loss.backward()`` and ``paddle.optimizer.SGD`` with ``grad_clip=nn.ClipGradByGlobalNorm``."""
+
+    def __init__(self, cell, vocab_size, num_hiddens, batch_size, lr, clip):
+        import paddle
+        from paddle import nn
+
+        self.paddle = paddle
+        paddle.seed(0)
+        layer_class = {"rnn": nn.SimpleRNN, "gru": nn.GRU, "lstm": nn.LSTM}[cell]
+        self.layer_name = f"paddle.nn.{layer_class.__name__}"
+        self.vocab_size, self.num_hiddens, self.batch_size = vocab_size, num_hiddens, batch_size
+        self.rnn = layer_class(vocab_size, num_hiddens, time_major=True)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+        self.model = nn.LayerDict({"rnn": self.rnn, "dense": self.dense})
+        self.optimizer = paddle.optimizer.SGD(learning_rate=lr, parameters=self.model.parameters(),
+                                              grad_clip=nn.ClipGradByGlobalNorm(clip))
+        self.is_lstm = cell == "lstm"
+        self.reset_state()
+
+    def reset_state(self):
+        """Zeros: the state the first batch starts from."""
+        shape = [1, self.batch_size, self.num_hiddens]
+        self.state = (self.paddle.zeros(shape), self.paddle.zeros(shape)) if self.is_lstm \
+            else self.paddle.zeros(shape)
+
+    def to_batch(self, X, Y):
+        return self.paddle.to_tensor(np.asarray(X, np.int64)), self.paddle.to_tensor(np.asarray(Y, np.int64))
+
+    def forward(self, X, state):
+        """Logits (num_steps * batch, vocab) in time-major order, and the new state."""
+        inputs = self.paddle.nn.functional.one_hot(X.T, self.vocab_size)
+        outputs, state = self.rnn(inputs, state)
+        return self.dense(outputs.reshape([-1, outputs.shape[-1]])), state
+
+    def step(self, batch):
+        X, Y = batch
+        logits, state = self.forward(X, self.state)
+        loss = self.paddle.nn.functional.cross_entropy(logits, Y.T.reshape([-1]))
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.clear_grad()
+        self.state = tuple(s.detach() for s in state) if self.is_lstm else state.detach()
+        return float(loss)
+
+    def get_weights(self):
+        return {name: p.numpy().copy() for name, p in self.model.named_parameters()}
+
+    def set_weights(self, weights):
+        params = dict(self.model.named_parameters())
+        for name, value in weights.items():
+            params[name].set_value(_checked(value, params[name].shape, name))
 
 
 def _gluon_language_model(cell, vocab_size, num_hiddens):

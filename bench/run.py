@@ -30,19 +30,21 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench._common import cpu_name, installed_python  # noqa: E402
-from bench.results import other_sections  # noqa: E402
+from bench.results import other_sections, write_section  # noqa: E402
 
-BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax")
+BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax", "paddle")
 CELLS = ("rnn", "gru", "lstm")
 CELL_NAMES = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 LAYERS = {"torch": {"rnn": "torch.nn.RNN", "gru": "torch.nn.GRU", "lstm": "torch.nn.LSTM"},
           "tensorflow": {"rnn": "keras SimpleRNN", "gru": "keras GRU", "lstm": "keras LSTM"},
           "mxnet": {"rnn": "gluon.rnn.RNN", "gru": "gluon.rnn.GRU", "lstm": "gluon.rnn.LSTM"},
-          "jax": {"rnn": "flax SimpleCell", "gru": "flax GRUCell", "lstm": "flax OptimizedLSTMCell"}}
+          "jax": {"rnn": "flax SimpleCell", "gru": "flax GRUCell", "lstm": "flax OptimizedLSTMCell"},
+          "paddle": {"rnn": "paddle.nn.SimpleRNN", "gru": "paddle.nn.GRU", "lstm": "paddle.nn.LSTM"}}
 REFERENCE_LOOP = {"torch": "{layer} + nn.Linear, clip_grad_norm_, optim.SGD",
                   "tensorflow": "{layer} + Dense, tf.function step, clip_by_global_norm, SGD",
                   "mxnet": "{layer} + Dense hybridized, clip_global_norm, Trainer sgd",
-                  "jax": "nn.RNN({layer}) + nn.Dense, jax.jit step, optax clip_by_global_norm + sgd"}
+                  "jax": "nn.RNN({layer}) + nn.Dense, jax.jit step, optax clip_by_global_norm + sgd",
+                  "paddle": "{layer} + nn.Linear, optimizer.SGD with ClipGradByGlobalNorm"}
 
 
 def measure(backend, model, cell, seconds, hidden=512, num_steps=35):
@@ -178,6 +180,9 @@ def main(argv=None):
     parser.add_argument("--memory-sizes", type=float, nargs="*", default=[16, 64, 100],
                         help="text sizes (MB) for the corpus scaling table")
     parser.add_argument("--skip-memory", action="store_true", help="no corpus or hidden-size scaling tables")
+    parser.add_argument("--section", metavar="NAME",
+                        help="write the report as section NAME of bench/RESULTS.md, keeping the rest of the "
+                             "file (a run of some backends beside the full run's tables)")
     args = parser.parse_args(argv)
     pairs = []
     for cell in args.cells:
@@ -265,6 +270,10 @@ def main(argv=None):
     report += ["", f"The whole run took {(time.perf_counter() - started) / 60:.0f} minutes."]
     text = "\n".join(report) + "\n"
     print(text)
+    if args.section:
+        title = f"## Training speed: {', '.join(args.backends)} (`bench/run.py --section {args.section}`)"
+        write_section(args.section, "\n".join([title] + report[1:]) + "\n")
+        return
     kept = other_sections(ROOT / "bench" / "RESULTS.md")  # bench/bench_lm.py's curves, for one
     (ROOT / "bench" / "RESULTS.md").write_text(text + ("\n" + kept if kept else ""))
 

@@ -30,6 +30,7 @@ from .backends import (
 )
 from .book.data import DATA_HUB, DATA_URL, download, download_extract
 from .book.models import RNNModel, RNNModelScratch
+from .book.paddle_forms import place_as_device
 from .book.plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
 from .book.seq2seq import Decoder, Encoder, EncoderDecoder, predict_seq2seq, train_seq2seq, translate
 from .book.training import grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
@@ -148,15 +149,18 @@ __all__ = [
 ]
 
 
-#: Shim functions that place a new tensor: the book's MXNet cells name the device ``ctx=``.
+#: Shim functions that place a new tensor: the book's MXNet cells name the device ``ctx=``, its Paddle cells
+#: ``place=``.
 _PLACING = ("normal", "uniform", "zeros", "ones", "arange", "tensor", "from_numpy")
 
 
 def _ctx_as_device(fn):
-    """``fn`` also taking MXNet's ``ctx=`` for ``device=`` (``d2l.zeros(shape, ctx=device)``)."""
+    """``fn`` also taking MXNet's ``ctx=`` for ``device=`` (``d2l.zeros(shape, ctx=device)``), and Paddle's
+    ``place=`` (``d2l.tensor(x, place=device)``)."""
 
     @functools.wraps(fn)
     def placed(*args, **kwargs):
+        kwargs = place_as_device(fn.__name__, kwargs)
         if "ctx" in kwargs:
             if "device" in kwargs:
                 raise ArgumentError(f"d2l.{fn.__name__}: give the device once, as device= or ctx=")

@@ -93,6 +93,20 @@ def require(package, backend, extra=None):
         ) from None
 
 
+def cpu_vendor():
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or "" where unknown."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+#: ``OMP_NUM_THREADS`` as it was when d2lrnn was imported: the user's setting, before a framework that
+#: sets it when it loads (Paddle) has changed it.
+OMP_NUM_THREADS_AT_IMPORT = os.environ.get("OMP_NUM_THREADS")
+
+
 def _flush_stderr():
     with contextlib.suppress(AttributeError, OSError, ValueError):
         sys.stderr.flush()

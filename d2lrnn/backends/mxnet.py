@@ -158,21 +158,13 @@ def take(x, indices, axis=0):
 # -- arithmetic ------------------------------------------------------------------------------
 
 
-def _cpu_vendor():
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    return ""
-
-
 #: Whether 2-D products go to the build's OpenBLAS (nd.dot, nd.linalg.gemm) rather than oneDNN's
 #: FullyConnected. On Intel Xeons FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3).
 #: On an AMD EPYC (Zen 4) it was the reverse: oneDNN 2.4's inner product ran the RNN step's
 #: 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
 #: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_blas`` keeps
 #: on FullyConnected (bench/MXNET.md). Decided by the CPU, not by timing, so runs are reproducible.
-BLAS_PRODUCTS = _cpu_vendor() == "AuthenticAMD"
+BLAS_PRODUCTS = _common.cpu_vendor() == "AuthenticAMD"
 
 
 def _blas(k, n):

@@ -1,7 +1,7 @@
 """The book's in-place training forms, for readers who run the book's own framework cells.
 
-d2lrnn trains functionally (new tensors from every update). The book's PyTorch and MXNet cells instead
-call ``loss.backward()`` and then ``d2l.grad_clipping(net, theta)`` and ``d2l.sgd(params, lr,
+d2lrnn trains functionally (new tensors from every update). The book's PyTorch, MXNet and Paddle cells
+instead call ``loss.backward()`` and then ``d2l.grad_clipping(net, theta)`` and ``d2l.sgd(params, lr,
 batch_size)``, which rewrite the gradients attached to the parameters and the parameters themselves;
 its TensorFlow cells keep parameters in ``tf.Variable``s. The backend's ``in_place_hooks()`` declaration
 (:class:`d2lrnn.backends.InPlaceHooks`) says how that works on its framework; this module does it above
@@ -21,7 +21,7 @@ def gradient_hooks(form, functional):
         why = ("TensorFlow attaches no gradients to variables (tape.gradient returns them)"
                if hooks is not None else f"tensors on the {backend_name()} backend carry no gradients")
         raise ArgumentError(f"d2l.{form} works on the gradients a backward pass attaches to parameters "
-                            f"(PyTorch, MXNet), but {why}: use {functional}")
+                            f"(PyTorch, MXNet, Paddle), but {why}: use {functional}")
     return hooks
 
 
@@ -32,7 +32,7 @@ def attached_grads(params, form, functional):
     if any(g is None for g in grads):
         raise ArgumentError(f"d2l.{form}: a parameter has no gradient attached; call l.backward() first "
                             "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and "
-                            "autograd.record())")
+                            "autograd.record(), Paddle: stop_gradient = False)")
     return hooks, grads
 
 

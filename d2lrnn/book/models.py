@@ -1,10 +1,10 @@
 """The book's language-model classes as its cells call them on each framework.
 
 :class:`RNNModelScratch` and :class:`RNNModel` are d2lrnn's (:mod:`d2lrnn.lm.model`) with the call
-forms the book's framework cells use: TensorFlow's argument order and two-argument ``get_params`` /
-``init_state`` (TensorFlow places tensors itself), MXNet's ``ctx=``, TensorFlow's ``dtype=``, and the
-framework methods the cells call on a model (``model.to(device)``, ``model.initialize(...)``,
-``net.trainable_variables``), which d2lrnn's models answer without anything to do.
+forms the book's framework cells use: TensorFlow's and Paddle's argument orders and two-argument
+``get_params`` / ``init_state`` (those frameworks place tensors themselves), MXNet's ``ctx=``, TensorFlow's
+``dtype=``, and the framework methods the cells call on a model (``model.to(device)``,
+``model.initialize(...)``, ``net.trainable_variables``), which d2lrnn's models answer without anything to do.
 """
 
 import inspect
@@ -41,14 +41,30 @@ def with_device(fn):
     return fn if takes_device else lambda first, num_hiddens, device: fn(first, num_hiddens)
 
 
+def _required_arguments(fn):
+    """How many positional arguments ``fn`` requires (None where it has no signature to read)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return sum(1 for p in parameters if p.default is p.empty
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
 class RNNModelScratch(FrameworkMethods, lm_model.RNNModelScratch):
     """The book's ``RNNModelScratch`` (see :class:`d2lrnn.lm.model.RNNModelScratch`), also in TensorFlow's
-    argument order ``(vocab_size, num_hiddens, init_state, forward_fn, get_params)`` and over the reader's
-    two-argument ``get_params`` / ``init_state``."""
+    argument order ``(vocab_size, num_hiddens, init_state, forward_fn, get_params)``, in Paddle's
+    ``(vocab_size, num_hiddens, get_params, init_state, forward_fn)`` (told apart by which function takes
+    the forward function's three arguments), and over the reader's two-argument ``get_params`` /
+    ``init_state``."""
 
     def __init__(self, vocab_size, num_hiddens, device=None, get_params=get_params, init_state=init_rnn_state,
                  forward_fn=rnn):
-        if callable(device):  # TensorFlow's book form: (V, num_hiddens, init_state, forward_fn, get_params)
+        if callable(device) and _required_arguments(init_state) == 3 != _required_arguments(get_params):
+            # Paddle's book form: (V, num_hiddens, get_params, init_state, forward_fn), the forward function
+            # (inputs, state, params) last
+            device, get_params, init_state, forward_fn = None, device, get_params, init_state
+        elif callable(device):  # TensorFlow's book form: (V, num_hiddens, init_state, forward_fn, get_params)
             device, init_state, forward_fn, get_params = None, device, get_params, init_state
         super().__init__(vocab_size, num_hiddens, device, with_device(get_params), with_device(init_state),
                          forward_fn)

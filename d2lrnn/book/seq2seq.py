@@ -1,13 +1,13 @@
 """The book's ``Encoder``, ``Decoder`` and ``EncoderDecoder`` as framework modules, and training them.
 
 d2lrnn's encoder-decoder classes are functional: ``forward(params, X, ...)``. The book's PyTorch,
-MXNet and TensorFlow cells instead subclass ``d2l.Encoder`` and ``d2l.Decoder`` as modules of their
-framework (``nn.Module``, a Gluon ``Block``, a Keras layer) with ``forward(X, *args)`` (Keras:
-``call``), and join them with ``d2l.EncoderDecoder(encoder, decoder)``. One name serves both: a
-subclass whose ``forward`` does not take ``params`` first is made a subclass of the framework's class
-of that name (:class:`BookName`, the metaclass of this module's :class:`Encoder`, :class:`Decoder` and
-:class:`EncoderDecoder`), and ``EncoderDecoder`` of two framework modules is the framework's
-``EncoderDecoder``; a subclass written d2lrnn's way stays one of d2lrnn's functional classes.
+MXNet, TensorFlow and Paddle cells instead subclass ``d2l.Encoder`` and ``d2l.Decoder`` as modules of
+their framework (``nn.Module``, a Gluon ``Block``, a Keras layer, a Paddle ``nn.Layer``) with
+``forward(X, *args)`` (Keras: ``call``), and join them with ``d2l.EncoderDecoder(encoder, decoder)``.
+One name serves both: a subclass whose ``forward`` does not take ``params`` first is made a subclass of
+the framework's class of that name (:class:`BookName`, the metaclass of this module's :class:`Encoder`,
+:class:`Decoder` and :class:`EncoderDecoder`), and ``EncoderDecoder`` of two framework modules is the
+framework's ``EncoderDecoder``; a subclass written d2lrnn's way stays one of d2lrnn's functional classes.
 
 :class:`ModuleEncoderDecoder` gives such a model d2lrnn's functional interface (``params``,
 ``forward(params, ...)``, ``encode``, ``decode``), so :func:`train_seq2seq`, :func:`predict_seq2seq`

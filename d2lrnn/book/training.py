@@ -26,7 +26,7 @@ def grad_clipping(grads, theta):
     """Scale gradients so their global norm is at most ``theta``: g <- min(1, theta / ||g||) g.
 
     ``grads`` is a list of tensors; a new list is returned (TensorFlow's book form too, whose tape may
-    give a gather's gradient as ``IndexedSlices``). The book's PyTorch and MXNet form,
+    give a gather's gradient as ``IndexedSlices``). The book's PyTorch, MXNet and Paddle form,
     ``grad_clipping(net, theta)`` after ``l.backward()``, scales the gradients attached to the network's
     parameters in place (``net`` a framework module or a model with ``.params``) and returns None.
     """
@@ -43,7 +43,7 @@ def grad_clipping(grads, theta):
 def sgd(params, grads, lr=None, batch_size=1):
     """Minibatch stochastic gradient descent: p <- p - lr * g / batch_size, as new tensors.
 
-    The book's forms work too: ``sgd(params, lr, batch_size)`` (PyTorch, MXNet) updates each parameter
+    The book's forms work too: ``sgd(params, lr, batch_size)`` (PyTorch, MXNet, Paddle) updates each parameter
     in place from the gradient its backward pass attached, and ``tf.Variable`` parameters (TensorFlow)
     are assigned in place; both return the same parameter list.
     """
@@ -101,10 +101,10 @@ def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_r
 
 
 def book_epoch(net, train_iter, loss, updater, device, use_random_iter):
-    """One epoch the book's way: the framework's ``loss`` object and ``updater`` (a ``torch.optim``
-    optimizer, a Keras optimizer, or ``updater(batch_size)`` such as the book's ``lambda batch_size:
-    d2l.sgd(net.params, lr, batch_size)`` or a Gluon ``trainer.step``), gradients clipped to norm 1, the
-    parameters updated in place. Returns (perplexity, tokens per second)."""
+    """One epoch the book's way: the framework's ``loss`` object and ``updater`` (a ``torch.optim`` or
+    ``paddle.optimizer`` optimizer, a Keras optimizer, or ``updater(batch_size)`` such as the book's
+    ``lambda batch_size: d2l.sgd(net.params, lr, batch_size)`` or a Gluon ``trainer.step``), gradients
+    clipped to norm 1, the parameters updated in place. Returns (perplexity, tokens per second)."""
     hooks = ops.in_place_hooks()
     if hooks is None:
         raise ArgumentError(f"d2l.train_epoch_ch8 takes a learning rate as updater on the {backend_name()} "
@@ -128,14 +128,14 @@ def book_epoch(net, train_iter, loss, updater, device, use_random_iter):
 
         (l, state), grads = ops.value_and_grad(objective, has_aux=True)(params)
         grads = clip_by_global_norm(grads, 1.0)  # value_and_grad's gradients are dense tensors
-        if hasattr(updater, "apply_gradients"):  # a Keras optimizer on the tf.Variables
+        if hooks.grad is None:  # no attached gradients (TensorFlow): a Keras optimizer on the tf.Variables
             updater.apply_gradients(zip(grads, params))
         else:
             for p, g in zip(params, grads):
                 hooks.set_grad(p, g)
             if callable(updater):
                 updater(batch_size=1)
-            else:  # a torch.optim optimizer
+            else:  # a torch.optim or paddle.optimizer optimizer
                 updater.step()
         n = ops.size(y)
         metric.add(float(ops.to_numpy(l)) * n, n)

@@ -118,6 +118,11 @@ class PairBatches:
     def __len__(self):
         return -(-self.num_pairs // self.batch_size)
 
+    def __call__(self):
+        """An epoch's minibatches, as ``iter()`` gives them: Paddle's ``DataLoader`` is called for them, and
+        the book's Paddle cells write ``for X, y in train_iter()``."""
+        return iter(self)
+
     def rng_state(self):
         """The state of the iterator's own generator (None if it uses the shared one), as plain data."""
         return None if self._rng is None else self._rng.bit_generator.state

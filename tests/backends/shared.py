@@ -34,6 +34,10 @@ def framework_gpu_count():
         import mxnet as mx
 
         return mx.context.num_gpus()
+    if name == "paddle":
+        import paddle
+
+        return paddle.device.cuda.device_count()
     return 0
 
 
@@ -41,6 +45,11 @@ def _param_with_attached_grad(P, G):
     """A copy of P with the gradient G attached by the framework's own backward pass of sum(P * G)."""
     if d2l.backend_name() == "torch":
         p = P.clone().requires_grad_(True)
+        (p * G).sum().backward()
+        return p
+    if d2l.backend_name() == "paddle":
+        p = P.clone()
+        p.stop_gradient = False
         (p * G).sum().backward()
         return p
     import mxnet as mx
@@ -55,7 +64,7 @@ def _param_with_attached_grad(P, G):
 
 def book_sgd_and_clip(P, G):
     """One clipped SGD step the way the book's cells write it on the framework: ``grad_clipping(net, 1)``
-    and ``sgd(params, 0.1, 2)`` in place on attached gradients (torch, MXNet), ``sgd`` assigning
+    and ``sgd(params, 0.1, 2)`` in place on attached gradients (torch, MXNet, Paddle), ``sgd`` assigning
     ``tf.Variable``s (TensorFlow); the functional forms where there is neither (numpy, jax)."""
     hooks = ops.in_place_hooks()
     if hooks is None:

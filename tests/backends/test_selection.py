@@ -6,11 +6,11 @@ import d2lrnn as d2l
 from d2lrnn.backends import available_backends
 from tests.conftest import run_python
 
-FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax")
+FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax", "paddle")
 
 
-def test_available_backends_are_the_five_modules():
-    assert available_backends() == ["jax", "mxnet", "numpy", "tensorflow", "torch"]
+def test_available_backends_are_the_six_modules():
+    assert available_backends() == ["jax", "mxnet", "numpy", "paddle", "tensorflow", "torch"]
 
 
 def test_use_backend_switches_and_restores(backend):
@@ -61,7 +61,7 @@ def test_unknown_backend_from_environment_lists_valid_names():
     r = run_python("import d2lrnn as d2l; d2l.ones(2)", env={"D2LRNN_BACKEND": "jax2"})
     msg = _one_line_error(r)
     assert "unknown backend 'jax2'" in msg
-    assert "jax, mxnet, numpy, tensorflow, torch" in msg
+    assert "jax, mxnet, numpy, paddle, tensorflow, torch" in msg
 
 
 def test_unknown_backend_from_set_backend():

@@ -853,6 +853,8 @@ def test_to_device_keeps_the_values(where):
         assert moved.device.endswith(device.lstrip("/"))
     elif name == "mxnet":
         assert moved.context == device
+    elif name == "paddle":
+        assert moved.place == device
 
 
 def test_set_num_threads(monkeypatch):
@@ -881,8 +883,8 @@ def test_set_num_threads(monkeypatch):
         assert os.environ["OMP_NUM_THREADS"] == "3"
         assert ops.set_num_threads(2.0) is None
         assert os.environ["OMP_NUM_THREADS"] == "3"
-    else:
-        assert ops.set_num_threads(1) is None  # MXNet: fixed at start-up, nothing changes
+    else:  # MXNet: fixed at start-up, nothing changes; Paddle: its OpenMP/MKL threads, not read back
+        assert ops.set_num_threads(1) is None
     x = f32(3, 4)
     check(ops.tanh(t(x)), np.tanh(f64(x)), KERNEL * np.abs(np.tanh(f64(x))))
 

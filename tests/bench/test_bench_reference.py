@@ -8,7 +8,7 @@ The reference's weights are set to known values made in NumPy, then:
 - step 2's loss equals a NumPy forward with the weights read back after step 1, starting from the
   state NumPy reached at the end of batch 1 (the state is carried between batches);
 - with large gradients, the update of all weights together has norm ``lr * clip`` (global clipping).
-Runs on torch, tensorflow, mxnet and jax (D2LRNN_BACKEND); the numpy backend has no fused layer.
+Runs on torch, tensorflow, mxnet, jax and paddle (D2LRNN_BACKEND); the numpy backend has no fused layer.
 """
 
 import ast
@@ -28,6 +28,7 @@ LAYER_NAMES = {
               "lstm": "gluon.rnn.LSTM (hybridized)"},
     "jax": {"rnn": "flax SimpleCell (jax.jit)", "gru": "flax GRUCell (jax.jit)",
             "lstm": "flax OptimizedLSTMCell (jax.jit)"},
+    "paddle": {"rnn": "paddle.nn.SimpleRNN", "gru": "paddle.nn.GRU", "lstm": "paddle.nn.LSTM"},
 }
 #: Flax's Dense names for torch's gate order (GRU r, z, n; LSTM i, f, g, o).
 FLAX_GATES = {"rnn": ("",), "gru": ("r", "z", "n"), "lstm": ("i", "f", "g", "o")}
@@ -78,6 +79,10 @@ def canonical(framework, cell, w):
                     bx=np.concatenate([gate("i", g, "bias") for g in gates]),
                     bh=np.concatenate([gate("h", g, "bias") for g in gates]),
                     Wq=w["dense/kernel"], bq=w["dense/bias"])
+    if framework == "paddle":  # torch's names, layout and gate orders; Paddle's Linear keeps (in, out)
+        Wx, Wh, bx, bh = (w[name] for name in ("rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0",
+                                                "rnn.bias_hh_l0"))
+        return dict(Wx=Wx.T, Wh=Wh.T, bx=bx, bh=bh, Wq=w["dense.weight"], bq=w["dense.bias"])
     if framework == "torch":
         names = ("rnn.weight_ih_l0", "rnn.weight_hh_l0", "rnn.bias_ih_l0", "rnn.bias_hh_l0")
     else:
@@ -175,11 +180,12 @@ def test_reference_does_not_use_d2lrnn():
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add("." if node.level else node.module.split(".")[0])
-    assert imported <= {"numpy", "torch", "keras", "tensorflow", "mxnet", "jax", "flax", "optax"}  # no d2lrnn
+    assert imported <= {"numpy", "torch", "keras", "tensorflow", "mxnet", "jax", "flax", "optax",
+                        "paddle"}  # no d2lrnn
 
 
 def test_unknown_names_are_refused():
     with pytest.raises(ValueError, match="framework"):
-        make_reference("paddle", "gru", VOCAB, HIDDEN, BATCH)
+        make_reference("caffe", "gru", VOCAB, HIDDEN, BATCH)
     with pytest.raises(ValueError, match="cell"):
         make_reference("torch", "transformer", VOCAB, HIDDEN, BATCH)

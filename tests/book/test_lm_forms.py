@@ -9,17 +9,20 @@ as bound methods; their training loop is one function over a per-framework step.
 
 * ``d2l.RNNModelScratch(len(vocab), num_hiddens, device, get_params, init_state, forward_fn)``
   (TensorFlow: ``(len(vocab), num_hiddens, init_state, forward_fn, get_params)``, two-argument
-  functions, under a ``tf.distribute`` strategy's scope) over parameters the framework differentiates
-  (``requires_grad_``; ``attach_grad()`` on ``mxnet.np`` arrays after ``npx.set_np()``; ``tf.Variable``);
+  functions, under a ``tf.distribute`` strategy's scope; Paddle: ``(len(vocab), num_hiddens, get_params,
+  init_state, forward_fn)``, two-argument functions) over parameters the framework differentiates
+  (``requires_grad_``; ``attach_grad()`` on ``mxnet.np`` arrays after ``npx.set_np()``; ``tf.Variable``;
+  ``stop_gradient = False``);
 * in the reader's loop: ``l.backward()``, ``d2l.grad_clipping(net, 1)`` and ``d2l.sgd(net.params, lr,
-  batch_size)`` (PyTorch; MXNet under ``autograd.record()``), or a ``GradientTape``,
+  batch_size)`` (PyTorch, Paddle; MXNet under ``autograd.record()``), or a ``GradientTape``,
   ``d2l.grad_clipping(grads, 1)`` and a Keras optimizer (TensorFlow); ``d2l.Accumulator``,
   ``d2l.size`` and ``d2l.Timer``;
 * ``d2l.train_epoch_ch8(net, train_iter, loss, updater, device, use_random_iter)`` (TensorFlow: no
   device) with the framework's loss and updater as the book's ``train_ch8`` passes them,
   ``d2l.train_ch8(net, train_iter, vocab, lr, num_epochs, device)`` and ``d2l.predict_ch8(prefix,
   num_preds, net, vocab, device)`` (TensorFlow: a strategy as the device, and no device to predict);
-* the reader's own ``nn.Module`` / Gluon ``Block`` / Keras layer over the framework's recurrent layer,
+* the reader's own ``nn.Module`` / Gluon ``Block`` / Keras layer / Paddle ``nn.Layer`` over the framework's
+  recurrent layer (Paddle's ``time_major=True``),
   and ``d2l.RNNModel(layer, len(vocab))`` over a GRU, a two-layer and a bidirectional LSTM.
 
 Each reader's run gives the perplexities of d2lrnn's own functional training from the same weights and
@@ -45,7 +48,7 @@ BATCH, STEPS, MAX_TOKENS = 16, 8, 600  # 4 minibatches an epoch
 #: starts near 0.5 and an LSTM with its input and forget gates swapped trains within float32 rounding of
 #: the right one).
 INIT_STD = 0.1
-BOOK_FRAMEWORKS = ("torch", "mxnet", "tensorflow")
+BOOK_FRAMEWORKS = ("torch", "mxnet", "tensorflow", "paddle")
 PREFIX = "time traveller"
 
 
@@ -510,7 +513,140 @@ class KerasReader:
             return d2l.RNNModel(layer, vocab_size=len(vocab))
 
 
-READERS = {"torch": TorchReader, "mxnet": GluonReader, "tensorflow": KerasReader}
+class PaddleReader:
+    """Paddle: tensors with ``stop_gradient = False``, ``l.backward()``, updates in place; the book's Paddle
+    functions take no device (``get_params(vocab_size, num_hiddens)``), its models' ``begin_state`` neither,
+    and its ``RNNModelScratch`` takes ``(vocab_size, num_hiddens, get_params, init_state, forward_fn)``."""
+
+    def __init__(self):
+        import paddle
+        from paddle.nn import functional as F
+
+        self.paddle, self.F, self.device = paddle, F, d2l.try_gpu()
+        self.epoch_args = (self.device, False)
+
+        def trainable(x):
+            x.stop_gradient = False
+            return x
+
+        self.kit = types.SimpleNamespace(
+            weight=lambda shape, device: trainable(paddle.normal(0.0, INIT_STD, shape)),
+            bias=lambda shape, device: trainable(paddle.zeros(shape)),
+            zeros=lambda shape, device: paddle.zeros(shape), steps=iter, dot=paddle.mm,
+            sigmoid=F.sigmoid, tanh=paddle.tanh, split=lambda z, n: paddle.split(z, n, axis=1),
+            rows=lambda rows: paddle.concat(rows, axis=0), two_argument=True)
+
+    def scratch(self, vocab, gates):
+        self.paddle.seed(0)
+        get_params, init_state, forward_fn = FusedCell(self.kit, gates).functions()
+        return d2l.RNNModelScratch(len(vocab), NUM_HIDDENS, get_params, init_state, forward_fn)
+
+    def numpy_params(self, net):
+        return [p.numpy().copy() for p in net.params]
+
+    def begin_state(self, net, batch_size):
+        return net.begin_state(batch_size=batch_size)
+
+    def predict(self, prefix, num_preds, net, vocab):
+        return d2l.predict_ch8(prefix, num_preds, net, vocab, self.device)
+
+    def _step(self, net, optimizer=None):
+        paddle, loss = self.paddle, self.paddle.nn.CrossEntropyLoss()
+
+        def step(X, Y, carried):
+            if carried is None:
+                carried = net.begin_state(batch_size=X.shape[0])
+            elif isinstance(carried, paddle.Tensor):  # SimpleRNN's and GRU's state is one tensor
+                carried = carried.detach()
+            else:
+                carried = tuple(s.detach() for s in carried)
+            y = paddle.reshape(Y.T, [-1])
+            logits, carried = net(X, carried)
+            l = loss(logits, y).mean()  # noqa: E741 - the book's name
+            if optimizer is not None:
+                optimizer.clear_grad()
+            l.backward()
+            d2l.grad_clipping(net, 1)
+            if optimizer is not None:
+                optimizer.step()
+            else:
+                d2l.sgd(net.params, LR, 1)  # the loss is a mean already: batch size 1
+            return l, d2l.size(y), carried
+
+        return step
+
+    def scratch_step(self, net):
+        return self._step(net)
+
+    def scratch_loss_and_updater(self, net):
+        return self.paddle.nn.CrossEntropyLoss(), lambda batch_size: d2l.sgd(net.params, LR, batch_size)
+
+    # the reader's own module over the framework's layer
+
+    def char_lm(self, kind, vocab):
+        paddle, nn, F = self.paddle, self.paddle.nn, self.F
+
+        class CharLM(nn.Layer):
+            """One-hot characters through Paddle's recurrent layer (steps first), then a linear read-out."""
+
+            def __init__(self, layer, vocab_size):
+                super().__init__()
+                self.layer, self.vocab_size = layer, vocab_size
+                self.readout = nn.Linear(layer.hidden_size, vocab_size)
+
+            def forward(self, inputs, state):
+                hiddens, state = self.layer(F.one_hot(inputs.T, self.vocab_size), state)
+                return self.readout(hiddens.reshape([-1, hiddens.shape[-1]])), state
+
+            def begin_state(self, batch_size=1):
+                shape = [self.layer.num_layers, batch_size, self.layer.hidden_size]
+                return (paddle.zeros(shape), paddle.zeros(shape)) if isinstance(self.layer, nn.LSTM) \
+                    else paddle.zeros(shape)
+
+        paddle.seed(0)
+        layer = {"RNN": nn.SimpleRNN, "LSTM": nn.LSTM}[kind](len(vocab), NUM_HIDDENS, time_major=True)
+        return CharLM(layer, len(vocab))
+
+    def twin(self, net, kind, vocab):
+        made = self.char_lm(kind, vocab)
+        made.set_state_dict(net.state_dict())
+        return made
+
+    def _sgd(self, net):
+        return self.paddle.optimizer.SGD(learning_rate=LR, parameters=net.parameters())
+
+    def module_step(self, net):
+        return self._step(net, self._sgd(net))
+
+    def module_loss_and_updater(self, net):
+        return self.paddle.nn.CrossEntropyLoss(), self._sgd(net)
+
+    def module_weights(self, net):
+        return [p.numpy() for p in net.parameters()]
+
+    def clipped(self, net, X, Y, theta):
+        params = net.params if isinstance(net, d2l.RNNModelScratch) else list(net.parameters())
+        for p in params:
+            p.clear_gradient()
+        logits, _ = net(X, self.begin_state(net, X.shape[0]))
+        (1000 * self.F.cross_entropy(logits, self.paddle.reshape(Y.T, [-1]))).backward()
+        before = [p.grad.numpy().copy() for p in params]
+        d2l.grad_clipping(net, theta)
+        return before, [p.grad.numpy().copy() for p in params]
+
+    # d2l.RNNModel over the framework's layers
+
+    def layer(self, kind, vocab, num_layers=1, bidirectional=False):
+        nn = self.paddle.nn
+        return {"RNN": nn.SimpleRNN, "GRU": nn.GRU, "LSTM": nn.LSTM}[kind](
+            len(vocab), NUM_HIDDENS, num_layers, direction="bidirect" if bidirectional else "forward",
+            time_major=True)
+
+    def concise(self, layer, vocab):
+        return d2l.RNNModel(layer, len(vocab))
+
+
+READERS = {"torch": TorchReader, "mxnet": GluonReader, "tensorflow": KerasReader, "paddle": PaddleReader}
 
 
 @contextlib.contextmanager
@@ -533,8 +669,8 @@ def book_mode(framework):
 def framework():
     name = d2l.backend_name()
     if name not in BOOK_FRAMEWORKS:
-        pytest.skip(f"the book's cells for these sections (d2l-zh 2.x) are PyTorch, MXNet and TensorFlow: "
-                    f"none are written for {name}")
+        pytest.skip(f"the book's cells for these sections (d2l-zh 2.x) are PyTorch, MXNet, TensorFlow and "
+                    f"Paddle: none are written for {name}")
     return name
 
 
@@ -645,8 +781,8 @@ def test_the_readers_lstm_cells_with_their_two_tensor_state_train_as_d2lrnns_own
 
 
 _NO_GRADS = ("d2l.sgd(params, lr, batch_size) works on the gradients a backward pass attaches to parameters "
-             "(PyTorch, MXNet), but {}: use params = d2l.sgd(params, grads, lr, batch_size) with grads from "
-             "d2l.value_and_grad")
+             "(PyTorch, MXNet, Paddle), but {}: use params = d2l.sgd(params, grads, lr, batch_size) with "
+             "grads from d2l.value_and_grad")
 #: The book's in-place sgd on a tensor no backward pass has reached, on each backend.
 IN_PLACE_SGD_WITHOUT_GRADIENTS = {
     "numpy": _NO_GRADS.format("tensors on the numpy backend carry no gradients"),
@@ -654,9 +790,11 @@ IN_PLACE_SGD_WITHOUT_GRADIENTS = {
     "tensorflow": _NO_GRADS.format("TensorFlow attaches no gradients to variables "
                                    "(tape.gradient returns them)"),
     "torch": "d2l.sgd(params, lr, batch_size): a parameter has no gradient attached; call l.backward() first "
-             "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and autograd.record())",
+             "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and autograd.record(), "
+             "Paddle: stop_gradient = False)",
 }
-IN_PLACE_SGD_WITHOUT_GRADIENTS["mxnet"] = IN_PLACE_SGD_WITHOUT_GRADIENTS["torch"]
+IN_PLACE_SGD_WITHOUT_GRADIENTS["mxnet"] = IN_PLACE_SGD_WITHOUT_GRADIENTS["paddle"] = \
+    IN_PLACE_SGD_WITHOUT_GRADIENTS["torch"]
 
 
 def test_the_in_place_sgd_says_in_one_line_what_to_write_where_no_gradient_is_attached(backend):
@@ -709,7 +847,7 @@ def test_the_readers_own_module_trains_with_d2l_as_with_the_readers_loop(framewo
     # The trained values written back. PyTorch's SGD and d2lrnn's both compute p - lr * g; Gluon's
     # Trainer scales the gradient by 1 / batch_size inside its own fused kernel, and Keras's SGD runs its
     # own update op: float32 rounding that adds up over the steps.
-    atol = {"torch": 1e-7, "tensorflow": 1e-6, "mxnet": 1e-5}[framework]
+    atol = {"torch": 1e-7, "tensorflow": 1e-6, "mxnet": 1e-5, "paddle": 1e-7}[framework]
     for i, (mine, theirs) in enumerate(zip(reader.module_weights(net), reader.module_weights(looped))):
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=atol, err_msg=f"parameter {i}")
 

@@ -25,7 +25,7 @@ import pytest
 import d2lrnn as d2l
 from d2lrnn import ops
 
-BOOK_FRAMEWORKS = ("torch", "mxnet", "tensorflow")
+BOOK_FRAMEWORKS = ("torch", "mxnet", "tensorflow", "paddle")
 EMBED, HIDDENS, LAYERS, DROPOUT = 8, 16, 2, 0.1
 BATCH, STEPS, LR, EPOCHS, PAIRS = 64, 6, 0.04, 7, 128  # 2 minibatches an epoch
 #: The book's four sentences and the French it expects.
@@ -421,15 +421,138 @@ class KerasReader:
         return [v.numpy().copy() for v in net.trainable_variables]
 
 
-READERS = {"torch": TorchReader, "mxnet": GluonReader, "tensorflow": KerasReader}
+class PaddleReader:
+    """Paddle: ``nn.Layer`` subclasses whose layers take Xavier-uniform initializers as they are built,
+    ``paddle.optimizer.Adam``, ``l.backward()``; the steps first (``time_major=True``) as the book's GRUs."""
+
+    def __init__(self):
+        import paddle
+        from paddle import nn
+
+        self.paddle, self.device, self.tensor = paddle, d2l.try_gpu(), paddle.to_tensor
+
+        def xavier():
+            return paddle.ParamAttr(initializer=nn.initializer.XavierUniform())
+
+        def gru(num_inputs, num_hiddens, num_layers, dropout):
+            return nn.GRU(num_inputs, num_hiddens, num_layers, dropout=dropout, time_major=True,
+                          weight_ih_attr=xavier(), weight_hh_attr=xavier())
+
+        class GRUEncoder(d2l.Encoder):
+            """The source embedded, then a stacked GRU over it, the steps first."""
+
+            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0.0):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, embed_size)
+                self.gru = gru(embed_size, num_hiddens, num_layers, dropout)
+
+            def forward(self, X, *args):
+                return self.gru(self.embed(X).transpose([1, 0, 2]))  # (outputs, final states)
+
+        class ContextDecoder(d2l.Decoder):
+            """Starts from the encoder's final states and reads the encoder's top layer (the context),
+            kept beside the recurrent state, with every target token."""
+
+            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0.0):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, embed_size)
+                self.gru = gru(embed_size + num_hiddens, num_hiddens, num_layers, dropout)
+                self.readout = nn.Linear(num_hiddens, vocab_size, weight_attr=xavier())
+
+            def init_state(self, enc_outputs, *args):
+                finals = enc_outputs[1]
+                return finals, finals[-1]
+
+            def forward(self, X, state):
+                hidden, context = state
+                tokens = self.embed(X).transpose([1, 0, 2])
+                every_step = context.unsqueeze(0).expand([tokens.shape[0], -1, -1])
+                outputs, hidden = self.gru(paddle.concat([tokens, every_step], axis=-1), hidden)
+                return self.readout(outputs).transpose([1, 0, 2]), (hidden, context)
+
+        class MaskedCE(nn.CrossEntropyLoss):
+            """Per sentence, the mean over its steps of the cross-entropy, the padding's counted as zero."""
+
+            def __init__(self):
+                super().__init__(reduction="none")
+
+            def forward(self, pred, label, valid_len):
+                per_token = super().forward(pred, label).reshape(label.shape)
+                counted = paddle.arange(label.shape[1])[None, :] < valid_len[:, None]
+                return (per_token * counted.astype(per_token.dtype)).mean(axis=1)
+
+        self.Encoder, self.Decoder, self.Loss = GRUEncoder, ContextDecoder, MaskedCE
+
+    def build(self, src_vocab, tgt_vocab):
+        self.paddle.seed(0)  # Paddle draws the weights as it builds the layers
+        return d2l.EncoderDecoder(self.Encoder(len(src_vocab), EMBED, HIDDENS, LAYERS, DROPOUT),
+                                  self.Decoder(len(tgt_vocab), EMBED, HIDDENS, LAYERS, DROPOUT))
+
+    def same_start(self, net, twin, train_iter):
+        """Both start from the same weights (``build`` seeds them) and draw the same dropout masks from
+        Paddle's generator, which d2l.manual_seed seeds."""
+
+    def train(self, net, data_iter, lr, num_epochs, tgt_vocab, device):
+        paddle = self.paddle
+        adam = paddle.optimizer.Adam(learning_rate=lr, parameters=net.parameters())
+        loss = self.Loss()
+        net.train()
+
+        def step(batch):
+            src, src_len, tgt, tgt_len = (paddle.to_tensor(t, place=device) for t in batch)
+            bos = paddle.full([tgt.shape[0], 1], tgt_vocab["<bos>"], dtype=tgt.dtype)
+            logits, _ = net(src, paddle.concat([bos, tgt[:, :-1]], axis=1), src_len)
+            per_sentence = loss(logits, tgt, tgt_len)
+            adam.clear_grad()
+            per_sentence.sum().backward()
+            d2l.grad_clipping(net, 1)
+            adam.step()
+            with paddle.no_grad():
+                return per_sentence.sum(), tgt_len.sum()
+
+        return fit(net, data_iter, num_epochs, step)
+
+    def translate(self, net, sentence, src_vocab, tgt_vocab, num_steps, device):
+        paddle = self.paddle
+        net.eval()
+        ids, length = source_ids(sentence, src_vocab, num_steps)
+        valid_len = paddle.to_tensor([length], place=device)
+        enc_outputs = net.encoder(paddle.to_tensor([ids], place=device), valid_len)
+        state = net.decoder.init_state(enc_outputs, valid_len)
+
+        def decode_one(token):
+            nonlocal state
+            logits, state = net.decoder(paddle.to_tensor([[token]], place=device), state)
+            return int(logits[0, -1].argmax())
+
+        return " ".join(tgt_vocab.to_tokens(greedy_words(decode_one, tgt_vocab["<bos>"], tgt_vocab["<eos>"],
+                                                         num_steps)))
+
+    def predict(self, net, sentence, src_vocab, tgt_vocab, num_steps):
+        return d2l.predict_seq2seq(net, sentence, src_vocab, tgt_vocab, num_steps, self.device)
+
+    def shapes(self, vocab_size=10):
+        encoder, decoder = self.Encoder(vocab_size, 8, 16, 2), self.Decoder(vocab_size, 8, 16, 2)
+        encoder.eval()
+        decoder.eval()
+        X = d2l.zeros((4, 7), dtype=self.paddle.int64)  # the book's Paddle form
+        outputs, finals = encoder(X)
+        logits, (hidden, context) = decoder(X, decoder.init_state(encoder(X)))
+        return [tuple(t.shape) for t in (outputs, finals, logits, hidden, context)]
+
+    def weights(self, net):
+        return [p.numpy().copy() for p in net.parameters()]
+
+
+READERS = {"torch": TorchReader, "mxnet": GluonReader, "tensorflow": KerasReader, "paddle": PaddleReader}
 
 
 @pytest.fixture(scope="module")
 def framework():
     name = d2l.backend_name()
     if name not in BOOK_FRAMEWORKS:
-        pytest.skip(f"the book's cells for these sections (d2l-zh 2.x) are PyTorch, MXNet and TensorFlow: "
-                    f"none are written for {name}")
+        pytest.skip(f"the book's cells for these sections (d2l-zh 2.x) are PyTorch, MXNet, TensorFlow and "
+                    f"Paddle: none are written for {name}")
     return name
 
 
@@ -457,7 +580,7 @@ def nmt_data(framework):
 #: and one state per layer.
 BOOK_SHAPES = {"torch": [(7, 4, 16), (2, 4, 16), (4, 7, 10), (2, 4, 16), (4, 16)],
                "tensorflow": [(4, 7, 16), (4, 16), (4, 7, 10), (4, 16), (4, 16), 2, 2]}
-BOOK_SHAPES["mxnet"] = BOOK_SHAPES["torch"]
+BOOK_SHAPES["mxnet"] = BOOK_SHAPES["paddle"] = BOOK_SHAPES["torch"]
 
 
 def test_the_readers_classes_are_framework_modules_with_the_books_shapes(framework, reader):
@@ -501,6 +624,8 @@ LOSS_RTOL = {
     # PyTorch's): weights whose gradients are below ~1e-6 take other first steps; and Keras draws each
     # model's dropout masks from its own seed generators: measured 0.6% apart
     "tensorflow": 0.05,
+    # the same model, masks, Adam and minibatches, as on torch
+    "paddle": 1e-6,
 }
 
 
@@ -516,7 +641,7 @@ def test_the_readers_loop_and_d2l_train_seq2seq_train_the_readers_model_alike(fr
                                 verbose=False)
     np.testing.assert_allclose(history["train_loss"], expected, rtol=LOSS_RTOL[framework])
     assert expected[-1] < 0.6 * expected[0] and history["train_loss"][-1] < 0.6 * history["train_loss"][0]
-    if framework == "torch":  # the same Adam: the same weights
+    if framework in ("torch", "paddle"):  # the same Adam: the same weights
         for mine, theirs in zip(reader.weights(net), reader.weights(twin)):
             # Adam divides by sqrt(V), so float32 rounding in a tiny gradient moves a weight by up to
             # ~lr * 1e-3

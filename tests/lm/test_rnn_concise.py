@@ -52,7 +52,7 @@ def test_layer_params_put_the_book_weights_where_the_framework_reads_them():
     W_xh, W_hh, b_h = (ops.to_numpy(p) for p in params[:3])
     if concise.rnn.declaration is None:  # NumPy: no framework layout, the book's parameters as they are
         expected = [W_xh, W_hh, b_h]
-    elif concise.rnn.declaration.transposed:  # torch, MXNet: (hiddens, inputs) weights, two biases
+    elif concise.rnn.declaration.transposed:  # torch, MXNet, Paddle: (hiddens, inputs) weights, two biases
         expected = [W_xh.T, W_hh.T, b_h, np.zeros_like(b_h)]
     else:  # Keras: the book's orientation
         expected = [W_xh, W_hh, b_h, np.zeros_like(b_h)]
@@ -121,6 +121,12 @@ def _readers_layer(backend, cell, num_layers, bidirectional, V, h):
         cls = {"rnn": gluon.RNN, "gru": gluon.GRU, "lstm": gluon.LSTM}[cell]
         return cls(h, num_layers, bidirectional=bidirectional, dropout=0.3 if num_layers > 1 else 0,
                    input_size=V, **kwargs)
+    if backend == "paddle":
+        import paddle
+
+        cls = {"rnn": paddle.nn.SimpleRNN, "gru": paddle.nn.GRU, "lstm": paddle.nn.LSTM}[cell]
+        return cls(V, h, num_layers, direction="bidirect" if bidirectional else "forward", time_major=True,
+                   dropout=0.3 if num_layers > 1 else 0)
     return None
 
 
@@ -128,8 +134,8 @@ def _readers_layer(backend, cell, num_layers, bidirectional, V, h):
                                                              ("rnn", 1, True), ("lstm", 1, True)])
 def test_a_layer_the_reader_built_computes_the_scratch_stack(backend, cell, num_layers, bidirectional):
     """torch.nn.GRU(V, h, num_layers=2, bidirectional=True), keras Bidirectional GRUs in a Sequential,
-    gluon's LSTM...: RNNModel reads their settings and computes the scratch stack from the same
-    weights (the frameworks' GRU is the reset-after form)."""
+    gluon's LSTM, paddle.nn.GRU(V, h, 2, direction='bidirect')...: RNNModel reads their settings and
+    computes the scratch stack from the same weights (the frameworks' GRU is the reset-after form)."""
     V, h = 7, 5
     native = _readers_layer(backend, cell, num_layers, bidirectional, V, h)
     if native is None:  # numpy: no framework layer to build; refused in one line (test_bad_input.py)

@@ -399,9 +399,10 @@ def test_continuing_a_history_gives_the_same_run_as_training_without_a_break():
 # -- the exact words of each error: a hint that names the fix is part of the function's contract ------
 
 _NO_GRADS = ("d2l.grad_clipping(net, theta) works on the gradients a backward pass attaches to parameters "
-             "(PyTorch, MXNet), but {}: use grads = d2l.grad_clipping(grads, theta)")
+             "(PyTorch, MXNet, Paddle), but {}: use grads = d2l.grad_clipping(grads, theta)")
 _NOT_YET = ("d2l.grad_clipping(net, theta): a parameter has no gradient attached; call l.backward() first "
-            "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and autograd.record())")
+            "(PyTorch: requires_grad_(True) on the parameters, MXNet: attach_grad() and autograd.record(), "
+            "Paddle: stop_gradient = False)")
 #: The book's grad_clipping(net, theta) on d2lrnn's own model, whose parameters no backward pass has reached.
 NO_ATTACHED_GRADIENTS = {
     "numpy": _NO_GRADS.format("tensors on the numpy backend carry no gradients"),
@@ -410,6 +411,7 @@ NO_ATTACHED_GRADIENTS = {
                                    "(tape.gradient returns them)"),
     "torch": _NOT_YET,
     "mxnet": _NOT_YET,
+    "paddle": _NOT_YET,
 }
 
 EXACT_MESSAGES = [

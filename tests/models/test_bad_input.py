@@ -105,6 +105,13 @@ def _framework_layers(backend):
         return [(rnn.RNN(H, activation="relu"), "activation='relu'"),
                 (rnn.LSTM(H, layout="NTC"), "layout='NTC'"),
                 (rnn.LSTM(H, projection_size=4), "projection_size=4")]
+    if backend == "paddle":
+        nn = importlib.import_module("paddle").nn
+        return [(nn.SimpleRNN(V, H, activation="relu"), "activation='relu'"),
+                (nn.LSTM(V, H, proj_size=4), "proj_size=4"),
+                (nn.GRU(V, H, bias_ih_attr=False), "bias_ih_attr=False or bias_hh_attr=False"),
+                (nn.SimpleRNN(V, H, activation="relu", bias_hh_attr=False),
+                 "activation='relu', bias_ih_attr=False or bias_hh_attr=False")]
     return []
 
 
@@ -145,6 +152,9 @@ def test_a_layer_that_is_not_a_recurrent_layer_or_has_the_wrong_input_size_is_re
         sized.build((None, None, 10))  # Keras layers learn their input size when built
     elif backend == "jax":  # Flax cells take their input size from the first call: nothing to check
         other, sized = importlib.import_module("flax.linen").Dense(H), None
+    elif backend == "paddle":
+        nn = importlib.import_module("paddle").nn
+        other, sized = nn.Linear(V, H), nn.GRU(10, H)
     else:
         gluon = importlib.import_module("mxnet").gluon
         other, sized = gluon.nn.Dense(H), gluon.rnn.GRU(H, input_size=10)
