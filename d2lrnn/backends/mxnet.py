@@ -238,6 +238,10 @@ def exp(x):
     return nd.exp(x)
 
 
+def sin(x):
+    return nd.sin(x)
+
+
 def log(x):
     return nd.log(x)
 

@@ -168,6 +168,10 @@ def exp(x):
     return tf.exp(x)
 
 
+def sin(x):
+    return tf.sin(x)
+
+
 def log(x):
     return tf.math.log(x)
 

@@ -171,6 +171,10 @@ def exp(x):
     return torch.exp(x)
 
 
+def sin(x):
+    return torch.sin(x)
+
+
 def log(x):
     return torch.log(x)
 
