@@ -8,12 +8,13 @@ functional form and the book's in-place form (:mod:`d2lrnn.book.inplace`).
 """
 
 import numbers
+import warnings
 
 from .. import checks, ops
 from ..backends import backend_name
 from ..errors import ArgumentError, DataError
 from ..lm.generate import predict
-from ..lm.train import state_for, train_epoch_lm, train_lm
+from ..lm.train import SEES_THE_FUTURE, is_bidirectional, state_for, train_epoch_lm, train_lm
 from ..training.metrics import Accumulator, Timer, format_perplexity, perplexity
 from ..training.step import clip_by_global_norm
 from . import inplace
@@ -64,7 +65,13 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     printed, and the model's continuations of ``prefixes``. ``net`` may also be the reader's own framework
     module (the book's concise ``RNNModel``): it is trained through
     :class:`d2lrnn.book.modules.ModuleModel`, and its parameters hold the trained values afterwards.
+    A bidirectional model trains, as the book's does to show that it cannot predict, with a warning that
+    says why (d2lrnn's own ``train_lm`` refuses it unless ``allow_bidirectional=True``).
     """
+    if is_bidirectional(net) and not options.get("allow_bidirectional"):
+        warnings.warn(f"d2l.train_ch8: {SEES_THE_FUTURE}; its perplexity and predictions mean nothing",
+                      UserWarning, stacklevel=2)
+        options["allow_bidirectional"] = True
     model = as_model(net)
     if model is not net:
         model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
@@ -143,6 +150,20 @@ def book_epoch(net, train_iter, loss, updater, device, use_random_iter):
         raise DataError("the training iterator produced no minibatch: use a smaller batch size or number of "
                         "steps, or a longer corpus")
     return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+
+
+def evaluate_loss(net, data_iter, loss):
+    """The mean loss per example over ``data_iter`` (the book's ``evaluate_loss``): ``loss(net(X), y)``
+    with ``y`` shaped as the output, summed and counted elementwise (a loss that reduces, such as Keras's
+    ``MeanSquaredError``, counts once per minibatch, as in the book)."""
+    metric = Accumulator(2)
+    for X, y in data_iter:
+        out = net(X)
+        l = ops.to_numpy(loss(out, ops.reshape(y, ops.shape(out))))
+        metric.add(float(l.sum()), l.size)
+    if metric[1] == 0:
+        raise DataError("d2l.evaluate_loss: the data iterator produced no minibatch")
+    return metric[0] / metric[1]
 
 
 def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):
