@@ -12,8 +12,8 @@ provenance in ``README.md``) ship with the package. The steps are the book's:
    to ``num_steps`` (:func:`truncate_pad`), and its valid length (the tokens before the padding).
 
 Index work is NumPy; the minibatches ``(X, X_valid_len, Y, Y_valid_len)`` are shuffled by a NumPy
-generator and only then become tensors of the active backend, so every backend sees the same
-batches for a seed.
+generator and only then become tensors of the active backend (int64, int32 on TensorFlow as in the
+book), so every backend sees the same batches for a seed.
 """
 
 import pathlib
@@ -24,6 +24,7 @@ from .. import checks, ops
 from ..backends import generator
 from ..errors import DataError
 from .corpus import read_utf8
+from .iterators import token_tensor
 from .vocab import Vocab
 
 #: The bundled pairs file.
@@ -136,7 +137,8 @@ class PairBatches:
         order = rng.permutation(self.num_pairs) if self.shuffle else np.arange(self.num_pairs)
         for start in range(0, self.num_pairs, self.batch_size):
             rows = order[start:start + self.batch_size]
-            yield tuple(ops.from_numpy(a[rows]) for a in self.arrays)
+            yield tuple(token_tensor(a[rows]) if a.dtype.kind in "iu" else ops.from_numpy(a[rows])
+                        for a in self.arrays)
 
 
 def load_array(data_arrays, batch_size, is_train=True):
