@@ -64,7 +64,8 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     early stopping, plots, continuing a run). With ``verbose`` the last epoch's perplexity and speed are
     printed, and the model's continuations of ``prefixes``. ``net`` may also be the reader's own framework
     module (the book's concise ``RNNModel``): it is trained through
-    :class:`d2lrnn.book.modules.ModuleModel`, and its parameters hold the trained values afterwards.
+    :class:`d2lrnn.book.modules.ModuleModel`, and its parameters hold the trained values afterwards; it
+    starts as in the book (MXNet's train_ch8 draws a Gluon block's weights anew from N(0, 0.01^2)).
     A bidirectional model trains, as the book's does to show that it cannot predict, with a warning that
     says why (d2lrnn's own ``train_lm`` refuses it unless ``allow_bidirectional=True``).
     """
@@ -74,6 +75,9 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
         options["allow_bidirectional"] = True
     model = as_model(net)
     if model is not net:
+        hooks = ops.in_place_hooks()
+        if options.get("history") is None and hooks.book_lm_init is not None:
+            hooks.book_lm_init(net, device)
         model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
     try:
         history = train_lm(model, train_iter, lr, num_epochs, device, use_random_iter, verbose=verbose,
