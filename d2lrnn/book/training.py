@@ -57,8 +57,10 @@ def sgd(params, grads, lr=None, batch_size=1):
 
 
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
-              prefixes=TIME_MACHINE_PREFIXES, verbose=True, **options):
-    """Train a language model as the book's ``train_ch8`` does, and return its history.
+              prefixes=TIME_MACHINE_PREFIXES, verbose=True, return_history=False, **options):
+    """Train a language model as the book's ``train_ch8`` does; None, as the book's (a notebook cell
+    that ends with it shows only what it printed), or with ``return_history`` the history (a dict of
+    lists: see :func:`d2lrnn.lm.train.train_lm`).
 
     ``options`` are :func:`d2lrnn.lm.train.train_lm`'s (validation, optimizers, schedules, truncation,
     early stopping, plots, continuing a run). With ``verbose`` the last epoch's perplexity and speed are
@@ -92,7 +94,7 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
         print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
         for prefix in prefixes:
             print(predict_ch8(prefix, 50, net, vocab, device))
-    return history
+    return history if return_history else None
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, **options):

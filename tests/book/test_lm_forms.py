@@ -115,7 +115,7 @@ def functional_perplexities(weights, gates, train_iter, vocab):
         own.params = [ops.from_numpy(w) for w in as_book_layout(weights, gates)]
         d2l.manual_seed(0)  # each epoch's minibatches start at a random offset, drawn from d2lrnn's generator
         history = d2l.train_ch8(own, train_iter, vocab, LR, NUM_EPOCHS, progress=False, plot=False,
-                                verbose=False)
+                                verbose=False, return_history=True)
         _FUNCTIONAL[key] = history["train_ppl"]
     return _FUNCTIONAL[key]
 
@@ -601,7 +601,8 @@ def test_d2l_train_ch8_and_predict_ch8_take_the_readers_scratch_model(reader, lm
     net = reader.scratch(vocab, gates=1)
     start = reader.numpy_params(net)
     d2l.manual_seed(0)
-    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device)  # as the book calls it
+    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device,
+                            return_history=True)  # as the book calls it
     assert "perplexity" in capsys.readouterr().out
     np.testing.assert_allclose(history["train_ppl"], functional_perplexities(start, 1, train_iter, vocab),
                                rtol=1e-5)
@@ -635,7 +636,7 @@ def test_the_readers_lstm_cells_with_their_two_tensor_state_train_as_d2lrnns_own
     start = reader.numpy_params(net)
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     expected = functional_perplexities(start, 4, train_iter, vocab)
     # the reader's fused gates and autograd against d2lrnn's gates and hand-written BPTT
     np.testing.assert_allclose(history["train_ppl"], expected, rtol=1e-5)
@@ -701,7 +702,7 @@ def test_the_readers_own_module_trains_with_d2l_as_with_the_readers_loop(framewo
     np.testing.assert_allclose(by_epoch, expected, rtol=1e-5)  # the same updates
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     # the same module, SGD and minibatches through two autograd paths (d2lrnn swaps the module's
     # parameters for the ones it differentiates, then writes the trained values back)
     np.testing.assert_allclose(history["train_ppl"], expected, rtol=1e-5)
@@ -723,7 +724,7 @@ def test_d2l_train_ch8_gives_a_gluon_block_its_shapes_at_its_first_call(framewor
     net = reader.char_lm("GRU", vocab)  # never called
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, 2, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     assert history["train_ppl"][1] < history["train_ppl"][0] < len(vocab), history["train_ppl"]
 
 
@@ -731,7 +732,7 @@ def concise_perplexities(reader, layer, vocab, train_iter, **kwargs):
     d2l.manual_seed(0)  # d2l.RNNModel draws its starting weights from d2lrnn's generator
     model = reader.concise(layer, vocab)
     history = d2l.train_ch8(model, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False,
-                            plot=False, verbose=False, **kwargs)
+                            plot=False, verbose=False, **kwargs, return_history=True)
     return model, history["train_ppl"]
 
 

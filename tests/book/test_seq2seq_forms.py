@@ -513,7 +513,7 @@ def test_the_readers_loop_and_d2l_train_seq2seq_train_the_readers_model_alike(fr
     expected = reader.train(twin, train_iter, LR, EPOCHS, tgt_vocab, device)
     d2l.manual_seed(0)
     history = d2l.train_seq2seq(net, train_iter, LR, EPOCHS, tgt_vocab, device, progress=False, plot=False,
-                                verbose=False)
+                                verbose=False, return_history=True)
     np.testing.assert_allclose(history["train_loss"], expected, rtol=LOSS_RTOL[framework])
     assert expected[-1] < 0.6 * expected[0] and history["train_loss"][-1] < 0.6 * history["train_loss"][0]
     if framework == "torch":  # the same Adam: the same weights

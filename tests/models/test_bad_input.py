@@ -71,7 +71,7 @@ def test_a_bidirectional_language_model_is_refused_unless_asked_for(kind):
         for a, b in zip(net.params, before):
             np.testing.assert_array_equal(ops.to_numpy(a), b)  # nothing trained
     history = d2l.train_ch8(net, train_iter, vocab, 1, 2, progress=False, verbose=False,
-                            allow_bidirectional=True)
+                            allow_bidirectional=True, return_history=True)
     assert len(history["train_ppl"]) == 2
 
 
