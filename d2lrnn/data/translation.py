@@ -16,6 +16,7 @@ generator and only then become tensors of the active backend (int64, int32 on Te
 book), so every backend sees the same batches for a seed.
 """
 
+import os
 import pathlib
 
 import numpy as np
@@ -29,15 +30,22 @@ from .vocab import Vocab
 
 #: The bundled pairs file.
 PAIRS_FILE = pathlib.Path(__file__).with_name("fra-eng") / "fra.txt"
+#: Names a pairs file to read instead of the bundled one (the full ``fra.txt`` of the book's archive).
+PAIRS_ENV = "D2LRNN_FRA_TXT"
 #: Reserved tokens of both vocabularies, after ``<unk>`` (index 0): ``<pad>`` is 1, ``<bos>`` 2, ``<eos>`` 3.
 RESERVED = ("<pad>", "<bos>", "<eos>")
 PUNCTUATION = set(",.!?")
 
 
+def pairs_path(path=None):
+    """The pairs file to read: ``path``, else the file ``$D2LRNN_FRA_TXT`` names, else the bundled one."""
+    return pathlib.Path(path or os.environ.get(PAIRS_ENV) or PAIRS_FILE)
+
+
 def read_data_nmt(path=None):
-    """The text of the pairs file (the bundled English-French pairs unless ``path`` is given)."""
-    path = pathlib.Path(PAIRS_FILE if path is None else path)
-    return read_utf8(path, "pairs file").replace("\r\n", "\n")
+    """The text of the pairs file (see :func:`pairs_path`: the bundled English-French pairs unless
+    ``path`` or ``$D2LRNN_FRA_TXT`` names another, such as the full ``fra.txt`` of the book's archive)."""
+    return read_utf8(pairs_path(path), "pairs file").replace("\r\n", "\n")
 
 
 def preprocess_nmt(text):
@@ -158,10 +166,16 @@ def _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps):
             *build_array_nmt_numpy(target, tgt_vocab, num_steps))
 
 
-def load_data_nmt(batch_size, num_steps, num_examples=600, min_freq=2):
+def load_data_nmt(batch_size, num_steps, num_examples=600, min_freq=2, path=None):
     """The book's ``load_data_nmt``: ``(data_iter, src_vocab, tgt_vocab)`` for the first
-    ``num_examples`` pairs (words seen fewer than ``min_freq`` times read as ``<unk>``)."""
-    source, target = tokenize_nmt(preprocess_nmt(read_data_nmt()), num_examples)
+    ``num_examples`` pairs (words seen fewer than ``min_freq`` times read as ``<unk>``).
+
+    The bundled file holds 18,066 pairs, far fewer than the book's ``fra.txt``, so the book's numbers
+    differ: over all pairs the source vocabulary has 2,307 words here and 10,012 in the book, and the
+    first 600 pairs are not quite the book's. Who has the full file reads it with ``path=`` or by naming it
+    in ``$D2LRNN_FRA_TXT`` (nothing is downloaded).
+    """
+    source, target = tokenize_nmt(preprocess_nmt(read_data_nmt(path)), num_examples)
     src_vocab, tgt_vocab = _vocabs(source, target, min_freq)
     arrays = _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps)
     return PairBatches(arrays, batch_size), src_vocab, tgt_vocab
