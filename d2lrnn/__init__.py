@@ -33,7 +33,7 @@ from .book.forms import book_function
 from .book.models import RNNModel, RNNModelScratch
 from .book.plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
 from .book.seq2seq import Decoder, Encoder, EncoderDecoder, predict_seq2seq, train_seq2seq, translate
-from .book.training import evaluate_loss, grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
+from .book.training import SGD, evaluate_loss, grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
 from .data import (
     CORPORA,
     NGramLM,
@@ -117,7 +117,7 @@ from .seq2seq import (
     save_seq2seq_checkpoint,
     sequence_mask,
 )
-from .training import SGD, Accumulator, Adam, Animator, Schedule, Timer, progress_bar
+from .training import Accumulator, Adam, Animator, Schedule, Timer, progress_bar
 
 #: The book's dtype names (``d2l.astype(x, d2l.int32)``), as NumPy dtypes: every backend's tensor makers
 #: and ``astype`` take them.

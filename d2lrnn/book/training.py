@@ -15,6 +15,7 @@ from ..backends import backend_name
 from ..errors import ArgumentError, DataError
 from ..lm.generate import predict
 from ..lm.train import SEES_THE_FUTURE, is_bidirectional, state_for, train_epoch_lm, train_lm
+from ..training import optim
 from ..training.metrics import Accumulator, Timer, format_perplexity, perplexity
 from ..training.step import clip_by_global_norm
 from . import inplace
@@ -54,6 +55,24 @@ def sgd(params, grads, lr=None, batch_size=1):
     if lr is None:
         raise ArgumentError("d2l.sgd(params, grads, lr, batch_size): give the learning rate")
     return inplace.assign_variables(params, [p - (lr / batch_size) * g for p, g in zip(params, grads)])
+
+
+class SGD(optim.SGD):
+    """d2lrnn's optimizer ``SGD(lr, weight_decay=0)`` (see :class:`d2lrnn.training.optim.SGD`), and the
+    older gluon tutorial's ``utils.SGD(params, lr)``: p <- p - lr * p.grad for each parameter, in place
+    from the gradient its backward pass attached (PyTorch, MXNet); that form returns None."""
+
+    def __new__(cls, *args, **kwargs):
+        if args and isinstance(args[0], (list, tuple)):  # the tutorial's SGD(params, lr)
+            tutorial_sgd(*args, **kwargs)
+            return None
+        return super().__new__(cls)
+
+
+def tutorial_sgd(params, lr):
+    """The gluon tutorial's in-place step (its gradients are not averaged over the batch here)."""
+    checks.positive_number("lr", lr, " (the learning rate, e.g. 0.1)")
+    inplace.sgd(params, lr, 1)
 
 
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
