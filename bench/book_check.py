@@ -282,7 +282,7 @@ def main(argv=None):
         for column in columns:
             sources, skipped = plan(cells, column, edition, args.book_package)
             if not sources:
-                rows[section][column.env] = "—"
+                rows[section][column.env] = f"— ({skipped} framework-dependent cells)" if skipped else "—"
                 continue
             log = args.logs / f"{section}.{column.env}.log" if args.logs else None
             status, seconds, figures = run_section(sources, column, python[column.env], args.timeout, log)
