@@ -261,6 +261,8 @@ class InPlaceHooks:
       the framework has no such call;
     - ``device_keyword``: the name a framework module's ``begin_state`` gives the device (the book's
       PyTorch modules take ``device=``, Gluon's layers ``ctx=``), None where it takes none (Keras);
+    - ``begin_state_extra``: ``(name, value)`` pairs a framework module's ``begin_state`` is given
+      besides the batch size and device, as the book's ``train_ch8`` gives them (Keras 2: ``dtype``);
     - ``module_bases``: ``(layer class, model class, method)`` that the book's ``d2l.Encoder`` and
       ``d2l.Decoder`` (the layer class) and ``d2l.EncoderDecoder`` (the model class) derive from on this
       framework, and the name of the method a module writes (``forward``; Keras: ``call``); None where
@@ -286,6 +288,7 @@ class InPlaceHooks:
     module_params: object
     call_with: object = None
     device_keyword: object = "device"
+    begin_state_extra: tuple = ()
     module_bases: tuple = None
     infer_shapes: object = None
     call_loss: object = None

@@ -239,7 +239,9 @@ FORMS = {backend: {name: [dataclasses.replace(f, framework=_FRAMEWORK_NAMES[back
 
 def book_function(name, core):
     """``core`` (the shim function ``name``, or its alias) also taking the active backend's framework
-    form, as the book's cells call it through ``d2l.``."""
+    form, as the book's cells call it through ``d2l.``; ``core`` itself where no framework has another."""
+    if name not in COMMON and not any(name in table for table in FORMS.values()):
+        return core
 
     @functools.wraps(core)
     def function(*args, **kwargs):
