@@ -457,6 +457,7 @@ class KerasReader:
 
     def char_lm(self, kind, vocab):
         tf = self.tf
+        keras3 = hasattr(tf.keras.layers.Layer, "stateless_call")
 
         class CharLM(tf.keras.layers.Layer):
             """One-hot characters through Keras's recurrent layer (batch first: Keras 3's layers cannot run
@@ -472,8 +473,8 @@ class KerasReader:
                 steps_first = tf.transpose(hiddens, [1, 0, 2])
                 return self.readout(tf.reshape(steps_first, (-1, steps_first.shape[-1]))), state
 
-            def begin_state(self, batch_size, **kwargs):  # Keras 3's cells take no dtype
-                return self.layer.cell.get_initial_state(batch_size=batch_size)
+            def begin_state(self, batch_size, **kwargs):  # Keras 2 needs the dtype, Keras 3 takes none
+                return self.layer.cell.get_initial_state(batch_size=batch_size, **({} if keras3 else kwargs))
 
         tf.keras.utils.set_random_seed(0)  # Keras draws the weights at the first call, from its generator
         cell = {"RNN": tf.keras.layers.SimpleRNNCell, "LSTM": tf.keras.layers.LSTMCell}[kind](NUM_HIDDENS)
