@@ -123,16 +123,16 @@ def seeded(seed):
 
 # -- PyTorch -------------------------------------------------------------------------------------------------
 
-def torch_ones(*size, dtype=None, device=None, requires_grad=False):
-    return made(ops.ones, size, dtype, device, requires_grad)
+def torch_ones(*sizes, size=None, dtype=None, device=None, requires_grad=False):
+    return made(ops.ones, sizes or size, dtype, device, requires_grad)
 
 
-def torch_zeros(*size, dtype=None, device=None, requires_grad=False):
-    return made(ops.zeros, size, dtype, device, requires_grad)
+def torch_zeros(*sizes, size=None, dtype=None, device=None, requires_grad=False):
+    return made(ops.zeros, sizes or size, dtype, device, requires_grad)
 
 
 def made(maker, size, dtype, device, requires_grad):
-    """``maker`` (ones, zeros) of PyTorch's shape ``*size`` (or ``size=(...)``)."""
+    """``maker`` (ones, zeros) of PyTorch's shape: ``2, 3`` as arguments, or ``(2, 3)``."""
     shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else tuple(size)
     x = maker(shape, dtype=dtype, device=device)
     return x.requires_grad_(True) if requires_grad else x
