@@ -12,7 +12,7 @@ framework or ``all`` (untagged cells are MXNet's, as in the book's sources). It 
 * the import line: ``from d2l import torch as d2l`` (or mxnet, tensorflow) becomes ``import d2lrnn as
   d2l``;
 * the epoch counts, so a section runs in minutes: on a line that sets ``num_epochs``, 500 becomes 30
-  and 300 (seq2seq) becomes 60 (``Edition.epochs``);
+  and 300 (seq2seq) becomes 60 (``Edition.epochs``; ``--epochs 500=3 300=6`` sets others);
 * IPython's ``%`` lines (``%matplotlib inline``) are dropped.
 
 Each section runs in a fresh process per column, with the column's Python (the tox env's,
@@ -168,8 +168,11 @@ def names(source):
 
 def plan(cells, column, edition, keep_import=False):
     """The sources the column runs, and how many ``all`` cells it skips (numpy, jax: those needing a
-    name only a framework cell defines)."""
+    name only a framework cell defines). A framework column runs nothing in a section with no cell of its
+    framework: its ``all`` cells alone would only fail on the names the framework cells define."""
     if column.tab != "all":
+        if not any(column.tab in tabs for tabs, _ in cells):
+            return [], 0  # the section has no cell of this framework (deep-rnn, bi-rnn on TensorFlow)
         return [adapt(s, edition, keep_import) for tabs, s in cells if column.tab in tabs or "all" in tabs], 0
     framework_only = set()
     for tabs, source in cells:
@@ -245,6 +248,9 @@ def parse_args(argv):
     parser.add_argument("--tox-dir", type=pathlib.Path, help="where the tox envs are (default: .tox)")
     parser.add_argument("--python", action="append", default=[], metavar="ENV=PATH",
                         help="the Python of an env, instead of the tox env's")
+    parser.add_argument("--epochs", nargs="+", metavar="BOOK=SHORT",
+                        help="the epoch counts to set instead of the edition's (e.g. 500=3 300=6: the "
+                             "table of sections that run to the end in a tenth of the time)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one section may run")
     parser.add_argument("--logs", type=pathlib.Path, help="a folder for each run's output")
     parser.add_argument("--write", action="store_true", help="write the table into bench/RESULTS.md")
@@ -263,6 +269,9 @@ def pythons(args):
 def main(argv=None):
     args = parse_args(argv)
     edition = EDITIONS[args.edition]
+    if args.epochs:
+        edition = dataclasses.replace(edition, epochs={int(book): int(short) for book, short in
+                                                      (item.split("=", 1) for item in args.epochs)})
     book = args.book or edition.path
     if not book.is_dir():
         sys.exit(f"book_check: no folder {book} (give the chapters' markdown with --book)")
