@@ -729,6 +729,11 @@ def test_d2l_train_ch8_gives_a_gluon_block_its_shapes_at_its_first_call(framewor
     assert history["train_ppl"][1] < history["train_ppl"][0] < len(vocab), history["train_ppl"]
 
 
+def seeded_layer(reader, *args, **kwargs):
+    d2l.manual_seed(0)  # seeds torch's generator too: a torch.nn layer draws its weights when it is made
+    return reader.layer(*args, **kwargs)
+
+
 def concise_perplexities(reader, layer, vocab, train_iter, **kwargs):
     d2l.manual_seed(0)  # d2l.RNNModel draws its starting weights from d2lrnn's generator
     model = reader.concise(layer, vocab)
@@ -737,12 +742,18 @@ def concise_perplexities(reader, layer, vocab, train_iter, **kwargs):
     return model, history["train_ppl"]
 
 
-#: d2l.RNNModel starts from the same weights on every backend, and the frameworks' layers compute the same
-#: function (GRUs reset-after): the same perplexities, measured on torch, mxnet and tensorflow alike to
-#: 1e-7 relative; 1e-4 leaves room for another BLAS's rounding.
-GRU_PPL = [25.4660, 21.1581, 19.7387]
-DEEP_LSTM_PPL = [25.3356, 21.1509, 19.8917]
-BIDIRECTIONAL_LSTM_PPL = [25.3347, 21.3092, 19.7639]
+#: On MXNet and TensorFlow d2l.RNNModel's layer starts from weights drawn from d2lrnn's generator, the same
+#: on both, and the frameworks' layers compute the same function (GRUs reset-after): the same perplexities,
+#: measured on mxnet and tensorflow alike to 1e-7 relative; 1e-4 leaves room for another BLAS's rounding.
+#: On PyTorch the layer keeps the weights torch.nn drew when the reader made it (as the book's RNNModel
+#: does), after d2l.manual_seed(0): other numbers, pinned from this code on 2026-11-25.
+GRU_PPL = {"torch": [24.4476, 19.3155, 18.0718], "other": [25.4660, 21.1581, 19.7387]}
+DEEP_LSTM_PPL = {"torch": [24.6943, 20.4613, 19.0525], "other": [25.3356, 21.1509, 19.8917]}
+BIDIRECTIONAL_LSTM_PPL = {"torch": [25.4597, 20.2337, 18.9512], "other": [25.3347, 21.3092, 19.7639]}
+
+
+def pinned(table, framework):
+    return table.get(framework) or table["other"]
 
 
 def test_d2l_rnn_model_trains_on_the_frameworks_gru_layer_alike_on_every_framework(reader, lm_data,
@@ -750,29 +761,29 @@ def test_d2l_rnn_model_trains_on_the_frameworks_gru_layer_alike_on_every_framewo
     """The GRU and LSTM sections' concise cells: ``d2l.RNNModel`` over the framework's own layer, moved
     (PyTorch), initialized (MXNet) or made under a strategy's scope (TensorFlow) the book's way."""
     train_iter, vocab = lm_data
-    model, ppl = concise_perplexities(reader, reader.layer("GRU", vocab), vocab, train_iter)
-    np.testing.assert_allclose(ppl, GRU_PPL, rtol=1e-4)
+    model, ppl = concise_perplexities(reader, seeded_layer(reader, "GRU", vocab), vocab, train_iter)
+    np.testing.assert_allclose(ppl, pinned(GRU_PPL, d2l.backend_name()), rtol=1e-4)
     text = reader.predict(PREFIX, 10, model, vocab)
     assert text.startswith(PREFIX) and len(text) == len(PREFIX) + 10
 
 
 def test_the_deep_rnn_sections_two_layer_lstm_trains_alike_on_every_framework(reader, lm_data, in_book_mode):
     train_iter, vocab = lm_data
-    model, ppl = concise_perplexities(reader, reader.layer("LSTM", vocab, num_layers=2), vocab, train_iter)
+    model, ppl = concise_perplexities(reader, seeded_layer(reader, "LSTM", vocab, num_layers=2), vocab,
+                                      train_iter)
     assert model.rnn.num_layers == 2  # the book's RNNModel keeps its layer as .rnn
-    np.testing.assert_allclose(ppl, DEEP_LSTM_PPL, rtol=1e-4)
+    np.testing.assert_allclose(ppl, pinned(DEEP_LSTM_PPL, d2l.backend_name()), rtol=1e-4)
 
 
-def test_the_bidirectional_lstm_is_refused_unless_asked_for_then_trains_alike(framework, reader, lm_data,
-                                                                              in_book_mode):
+def test_the_bidirectional_lstm_trains_with_a_warning_saying_why_it_means_nothing(framework, reader, lm_data,
+                                                                                  in_book_mode):
     if framework == "tensorflow":
         pytest.skip("the book's bidirectional section has PyTorch and MXNet cells only, none for tensorflow")
     train_iter, vocab = lm_data
-    layer = reader.layer("LSTM", vocab, num_layers=2, bidirectional=True)
-    with pytest.raises(d2l.ArgumentError, match="pass allow_bidirectional=True to train it anyway"):
-        concise_perplexities(reader, layer, vocab, train_iter)
+    layer = seeded_layer(reader, "LSTM", vocab, num_layers=2, bidirectional=True)
     # the section trains 500 epochs to show the perplexity fall to ~1 and the predictions fail
-    model, ppl = concise_perplexities(reader, layer, vocab, train_iter, allow_bidirectional=True)
-    np.testing.assert_allclose(ppl, BIDIRECTIONAL_LSTM_PPL, rtol=1e-4)
+    with pytest.warns(UserWarning, match="it has already read it .* perplexity and predictions mean nothing"):
+        model, ppl = concise_perplexities(reader, layer, vocab, train_iter)
+    np.testing.assert_allclose(ppl, pinned(BIDIRECTIONAL_LSTM_PPL, framework), rtol=1e-4)
     text = reader.predict(PREFIX, 10, model, vocab)
     assert text.startswith(PREFIX) and len(text) == len(PREFIX) + 10

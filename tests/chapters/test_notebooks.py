@@ -729,7 +729,7 @@ def check_bidirectional_rnn(v):
     assert v["future_effect"]["one-directional"] == 0.0, v["future_effect"]
 
     refusal = v["refusal"]
-    assert refusal is not None, "train_ch8 trained a bidirectional model without allow_bidirectional=True"
+    assert refusal is not None, "train_lm trained a bidirectional model without allow_bidirectional=True"
     assert "bidirectional" in refusal and "allow_bidirectional=True" in refusal, refusal
     assert "\n" not in refusal  # one line
     bi, uni = v["lm_histories"]["bidirectional"], v["lm_histories"]["one-directional"]
