@@ -44,7 +44,7 @@ def run_book(rnn, seed):
                            c["num_layers"], c["dropout"], rnn=rnn)
     start = time.perf_counter()
     history = d2l.train_seq2seq(net, train_iter, c["lr"], c["epochs"], tgt_vocab, progress=False,
-                                verbose=False, plot=False)
+                                verbose=False, plot=False, return_history=True)
     seconds = time.perf_counter() - start
     mean, preds = book_bleu(net, src_vocab, tgt_vocab, c["num_steps"])
     return {"backend": d2l.backend_name(), "rnn": rnn, "seed": seed, "loss": history["train_loss"][-1],

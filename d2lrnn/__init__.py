@@ -29,11 +29,12 @@ from .backends import (
     use_backend,
 )
 from .book.data import DATA_HUB, DATA_URL, download, download_extract
+from .book.forms import book_function
 from .book.models import RNNModel, RNNModelScratch
 from .book.paddle_forms import place_as_device
 from .book.plotting import plot, set_axes, set_figsize, show_list_len_pair_hist, use_svg_display
 from .book.seq2seq import Decoder, Encoder, EncoderDecoder, predict_seq2seq, train_seq2seq, translate
-from .book.training import grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
+from .book.training import SGD, evaluate_loss, grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
 from .data import (
     CORPORA,
     NGramLM,
@@ -117,7 +118,7 @@ from .seq2seq import (
     save_seq2seq_checkpoint,
     sequence_mask,
 )
-from .training import SGD, Accumulator, Adam, Animator, Schedule, Timer, progress_bar
+from .training import Accumulator, Adam, Animator, Schedule, Timer, progress_bar
 
 #: The book's dtype names (``d2l.astype(x, d2l.int32)``), as NumPy dtypes: every backend's tensor makers
 #: and ``astype`` take them.
@@ -137,7 +138,7 @@ __all__ = [
     "gru_textbook", "get_lstm_params", "init_lstm_state", "lstm", "lstm_textbook", "Animator", "progress_bar",
     "Accumulator", "Timer", "grad_clipping", "sgd", "SGD", "Adam", "Schedule", "Updater", "make_train_step",
     "make_eval_step",
-    "train_epoch_ch8", "evaluate_perplexity", "predict_ch8", "train_ch8",
+    "train_epoch_ch8", "evaluate_loss", "evaluate_perplexity", "predict_ch8", "train_ch8",
     "FullBPTT", "RegularTruncation", "RandomizedTruncation", "state_gradient_norms",
     "save_checkpoint", "load_checkpoint", "checkpoint_info", "bleu", "corpus_bleu",
     "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
@@ -171,9 +172,10 @@ def _ctx_as_device(fn):
 
 
 def __getattr__(name):
-    # d2l.matmul, d2l.normal, ...: forwarded to the active backend at call time.
+    # d2l.matmul, d2l.normal, ...: forwarded to the active backend at call time, in d2lrnn's call form
+    # or the active framework's (book/forms.py).
     if name in SHIM_FUNCTIONS or name in ALIASES:
-        fn = getattr(ops, name)
+        fn = book_function(ALIASES.get(name, name), getattr(ops, name))
         return _ctx_as_device(fn) if name in _PLACING else fn
     if name == "plt":  # the book's d2l.plt: pyplot, imported when first asked for
         import matplotlib.pyplot

@@ -228,7 +228,10 @@ class NativeRNN:
       ``(None, [])`` for an object that is not a recurrent layer;
     - ``prepare(layer, num_inputs)``: that layer, ready for ``call``;
     - ``call(layer, weights, X, states, training) -> (Y, states)`` for time-major X of shape
-      (num_steps, batch, inputs) and Y of shape (num_steps, batch, directions * hiddens).
+      (num_steps, batch, inputs) and Y of shape (num_steps, batch, directions * hiddens);
+    - ``weights(layer)``: the layer's own weights as ``call`` takes them (the book's ``RNNModel`` keeps
+      a reader's layer's initialization), or None where they cannot be read before the layer's first
+      call; ``weights`` is None where the backend declares no reading.
     """
 
     layer_names: str
@@ -240,6 +243,7 @@ class NativeRNN:
     describe: object
     call: object
     prepare: object = staticmethod(lambda layer, num_inputs: layer)  # default: the layer as built
+    weights: object = None
 
     def supports(self, cell, reset_after=False):
         """Whether the framework has a layer computing ``cell`` (in the given GRU form)."""
@@ -271,6 +275,8 @@ class InPlaceHooks:
       the framework has no such call;
     - ``device_keyword``: the name a framework module's ``begin_state`` gives the device (the book's
       PyTorch modules take ``device=``, Gluon's layers ``ctx=``), None where it takes none (Keras);
+    - ``begin_state_extra``: ``(name, value)`` pairs a framework module's ``begin_state`` is given
+      besides the batch size and device, as the book's ``train_ch8`` gives them (Keras 2: ``dtype``);
     - ``module_bases``: ``(layer class, model class, method)`` that the book's ``d2l.Encoder`` and
       ``d2l.Decoder`` (the layer class) and ``d2l.EncoderDecoder`` (the model class) derive from on this
       framework, and the name of the method a module writes (``forward``; Keras: ``call``); None where
@@ -283,7 +289,9 @@ class InPlaceHooks:
     - ``dense_grad(g)``: a gradient as the framework's tape returns it, made a dense tensor (TensorFlow
       returns a gather's, an embedding's, as ``IndexedSlices``); None where gradients are dense;
     - ``book_seq2seq_init(module, device)``: what the book's ``train_seq2seq`` does to a reader's
-      encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing.
+      encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing;
+    - ``book_lm_init(module, device)``: what the book's ``train_ch8`` does to a reader's language model
+      before training (MXNet: new N(0, 0.01^2) weights); None for nothing.
     """
 
     grad: object
@@ -294,8 +302,10 @@ class InPlaceHooks:
     module_params: object
     call_with: object = None
     device_keyword: object = "device"
+    begin_state_extra: tuple = ()
     module_bases: tuple = None
     infer_shapes: object = None
     call_loss: object = None
     dense_grad: object = None
     book_seq2seq_init: object = None
+    book_lm_init: object = None

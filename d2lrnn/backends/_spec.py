@@ -134,6 +134,10 @@ def exp(x):
     """Elementwise e^x."""
 
 
+def sin(x):
+    """The elementwise sine (the book's sine-wave data: ``d2l.sin(0.01 * time)``)."""
+
+
 def log(x):
     """Elementwise natural logarithm."""
 
@@ -297,7 +301,7 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "log", "sqrt",
+    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "sin", "log", "sqrt",
     "abs", "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax",

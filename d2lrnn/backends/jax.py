@@ -180,6 +180,10 @@ def exp(x):
     return jnp.exp(x)
 
 
+def sin(x):
+    return jnp.sin(x)
+
+
 def log(x):
     return jnp.log(x)
 

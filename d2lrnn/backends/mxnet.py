@@ -230,6 +230,10 @@ def exp(x):
     return nd.exp(x)
 
 
+def sin(x):
+    return nd.sin(x)
+
+
 def log(x):
     return nd.log(x)
 
@@ -458,11 +462,17 @@ def _book_seq2seq_init(block, device):
     block.initialize(mx.init.Xavier(), force_reinit=True, ctx=device)
 
 
+def _book_lm_init(block, device):
+    """The book's ``train_ch8`` on MXNet: every Gluon block's weights drawn anew by ``init.Normal(0.01)``."""
+    block.initialize(mx.init.Normal(0.01), force_reinit=True, ctx=device)
+
+
 _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad,
                                  assign=_assign, is_variable=lambda x: False, is_module=_is_module,
                                  module_params=_module_params, call_with=_call_with, device_keyword="ctx",
                                  module_bases=(mx.gluon.Block, mx.gluon.Block, "forward"),
-                                 infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init)
+                                 infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init,
+                                 book_lm_init=_book_lm_init)
 
 
 def in_place_hooks():

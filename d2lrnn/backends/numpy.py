@@ -171,6 +171,10 @@ def exp(x):
     return anp.exp(x)
 
 
+def sin(x):
+    return anp.sin(x)
+
+
 def log(x):
     return anp.log(x)
 

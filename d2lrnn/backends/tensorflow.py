@@ -14,6 +14,7 @@ import inspect
 
 import numpy as np
 
+from ..errors import BackendError
 from . import _common, _tflog
 
 _LEVEL = _tflog.log_level()
@@ -21,6 +22,11 @@ _LEVEL = _tflog.log_level()
 # so the threshold does not apply to it yet.
 with _common.native_stderr_filtered(lambda text: _tflog.at_level(text, _LEVEL)):
     tf = _common.require("tensorflow", "tensorflow")
+
+
+#: Keras 3 (what TensorFlow 2.16+ comes with) runs a layer on given weights with ``stateless_call``;
+#: Keras 2 (``tf-keras`` with ``TF_USE_LEGACY_KERAS=1``, what the book's cells are written for) has none.
+_KERAS3 = hasattr(tf.keras.layers.Layer, "stateless_call")
 
 
 def _device_name(device):
@@ -166,6 +172,10 @@ def relu(x):
 
 def exp(x):
     return tf.exp(x)
+
+
+def sin(x):
+    return tf.sin(x)
 
 
 def log(x):
@@ -337,10 +347,9 @@ def _call(layer, weights, X, states, training):
     params = []
     for W_x, W_h, b_x, b_h in weights:
         params += [W_x, W_h, tf.stack([b_x, b_h]) if stacked_bias else b_x]
-    frozen = [tf.convert_to_tensor(v) for v in layer.non_trainable_variables]
-    # Keras is batch-major; stateless_call runs the layer with our tensors as its weights.
-    (Y, *out), _ = layer.stateless_call(params, frozen, tf.transpose(X, [1, 0, 2]),
-                                        initial_state=[s for slot in states for s in slot], training=training)
+    # Keras is batch-major; the layer runs with our tensors as its weights.
+    Y, *out = _stateless(layer, params, tf.transpose(X, [1, 0, 2]),
+                         initial_state=[s for slot in states for s in slot], training=training)
     n = len(states[0])
     return tf.transpose(Y, [1, 0, 2]), [tuple(out[i * n:(i + 1) * n]) for i in range(len(states))]
 
@@ -381,14 +390,44 @@ def _call_takes_training(cls):
 
 
 def _call_with(layer, params, *args, training=None):
-    """Keras's ``stateless_call`` with ``params`` as the trainable variables' values; the non-trainable
-    ones it advances (the dropout seed generators) are written back."""
     kwargs = {"training": training} if training is not None and _takes_training(layer) else {}
-    own = layer.non_trainable_variables
-    outputs, advanced = layer.stateless_call(list(params), [v.value for v in own], *args, **kwargs)
-    for v, value in zip(own, advanced):
-        v.assign(value)
-    return outputs
+    return _stateless(layer, params, *args, **kwargs)
+
+
+def _stateless(layer, params, *args, **kwargs):
+    """``layer(*args, **kwargs)`` with ``params`` as its trainable variables' values. Keras 3: its
+    ``stateless_call``, the non-trainable variables it advances (the dropout seed generators) written
+    back. Keras 2 has none: the attributes of the layer and its sublayers that hold those variables
+    hold the tensors while it runs (as ``torch.func.functional_call`` swaps a module's parameters)."""
+    if _KERAS3:
+        own = layer.non_trainable_variables
+        outputs, advanced = layer.stateless_call(list(params), [v.value for v in own], *args, **kwargs)
+        for v, value in zip(own, advanced):
+            v.assign(value)
+        return outputs
+    with _weights_as(layer, params):
+        return layer(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _weights_as(layer, params):
+    """Keras 2: ``layer``'s trainable variables replaced by ``params`` where its (sub)layers hold them,
+    around Keras's attribute tracking (which would record the tensors as weights), and put back."""
+    values = {id(v): p for v, p in zip(layer.trainable_variables, params)}
+    swapped = []
+    for sub in layer._flatten_layers(include_self=True, recursive=True):
+        for name, attr in list(vars(sub).items()):
+            if isinstance(attr, tf.Variable) and id(attr) in values:
+                object.__setattr__(sub, name, values[id(attr)])
+                swapped.append((sub, name, attr))
+    try:
+        if len({id(attr) for _, _, attr in swapped}) < len(values):
+            raise BackendError(f"cannot run {type(layer).__name__} on given weights under Keras 2: some of "
+                               "its variables are not attributes of its layers")
+        yield
+    finally:
+        for sub, name, attr in swapped:
+            object.__setattr__(sub, name, attr)
 
 
 def _call_loss(loss, y_hat, y):
@@ -421,6 +460,9 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
                                  device_keyword=None,
+                                 # the book's train_ch8 asks for the state in float32, which Keras 2's
+                                 # get_initial_state needs and Keras 3's refuses
+                                 begin_state_extra=() if _KERAS3 else (("dtype", tf.float32),),
                                  module_bases=(_BookLayer, _BookModel, "call"),
                                  infer_shapes=_infer_shapes, call_loss=_call_loss,
                                  dense_grad=tf.convert_to_tensor)
@@ -462,7 +504,7 @@ def value_and_grad(f, has_aux=False):
         params = list(params)
         # A Keras 3 variable (a Keras model's own weights, the book's form) is watched through the
         # tf.Variable it holds: the tape takes no Keras variable.
-        watched = [p.value if isinstance(p, tf.keras.Variable) else p for p in params]
+        watched = [p.value if _KERAS3 and isinstance(p, tf.keras.Variable) else p for p in params]
         with tf.GradientTape() as tape:
             tape.watch(watched)
             out = f(params, *args)

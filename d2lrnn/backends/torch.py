@@ -171,6 +171,10 @@ def exp(x):
     return torch.exp(x)
 
 
+def sin(x):
+    return torch.sin(x)
+
+
 def log(x):
     return torch.log(x)
 
@@ -278,10 +282,17 @@ def _call(layer, weights, X, states, training):
     return Y, [tuple(s[slot] for s in out) for slot in range(len(weights))]
 
 
+def _weights(layer):
+    D = 2 if layer.bidirectional else 1
+    return [[getattr(layer, f"{name}_l{slot // D}" + ("_reverse" if slot % D else "")).detach().clone()
+             for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            for slot in range(layer.num_layers * D)]
+
+
 _NATIVE = _common.NativeRNN(
     layer_names="torch.nn.RNN, torch.nn.GRU or torch.nn.LSTM",
     gate_order=_common.CUDNN_GATE_ORDER, transposed=True, stacks_layers=True, gru_forms=(True,),
-    build=_build, describe=_describe, call=_call)
+    build=_build, describe=_describe, call=_call, weights=_weights)
 
 
 def native_rnn():

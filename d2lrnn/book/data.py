@@ -11,7 +11,7 @@ registers; any other name is a one-line error that says how to read a file of on
 import pathlib
 
 from ..data.corpus import corpus_path
-from ..data.translation import PAIRS_FILE
+from ..data.translation import pairs_path
 from ..errors import DataError
 
 #: Stands where the book's cells put the data server's address: ``d2l.DATA_URL + 'timemachine.txt'``.
@@ -29,7 +29,7 @@ def _bundled(name):
     if name == "time_machine":
         return corpus_path("timemachine")
     if name == "fra-eng":
-        return PAIRS_FILE
+        return pairs_path()
     known = ", ".join(sorted(set(DATA_HUB) | {"time_machine", "fra-eng"}))
     raise DataError(f"d2lrnn downloads nothing and bundles no dataset {name!r} (it bundles time_machine and "
                     f"fra-eng; registered: {known}): read a file of your own with open(path), "
@@ -44,5 +44,6 @@ def download(name, cache_dir=None):
 
 def download_extract(name, folder=None):
     """The folder that dataset ``name``'s archive unpacks to: for ``fra-eng``, the bundled folder with
-    ``fra.txt``; for ``time_machine`` (a plain file), the folder holding it."""
+    ``fra.txt`` (or the folder of the full ``fra.txt`` named by ``$D2LRNN_FRA_TXT``); for
+    ``time_machine`` (a plain file), the folder holding it."""
     return str(pathlib.Path(_bundled(name)).parent)

@@ -9,8 +9,18 @@ forms the book's framework cells use: TensorFlow's and Paddle's argument orders 
 
 import inspect
 
+from .. import ops
+from ..backends import backend_name
 from ..lm import model as lm_model
-from ..models.rnn import get_params, init_rnn_state, rnn
+from ..models import RecurrentStack
+from ..models.rnn import get_params, init_rnn_state, output_params, rnn
+
+#: Where the book's ``RNNModel`` keeps a reader's framework layer as it was built, the initialization of
+#: the output layer the book adds to it (PyTorch's ``nn.Linear``: U(-1/sqrt(h), 1/sqrt(h)), d2lrnn's
+#: 'uniform'). Elsewhere the model starts from d2lrnn's N(0, 0.01^2) weights: what the book's MXNet
+#: ``train_ch8`` re-initializes every Gluon block to; Keras makes its layers' weights only at their
+#: first call.
+KEEPS_LAYER_INIT = {"torch": "uniform"}
 
 
 class FrameworkMethods:
@@ -76,4 +86,16 @@ class RNNModelScratch(FrameworkMethods, lm_model.RNNModelScratch):
 
 
 class RNNModel(FrameworkMethods, lm_model.RNNModel):
-    """The book's concise ``RNNModel(rnn_layer, vocab_size)`` (see :class:`d2lrnn.lm.model.RNNModel`)."""
+    """The book's concise ``RNNModel(rnn_layer, vocab_size)`` (see :class:`d2lrnn.lm.model.RNNModel`).
+
+    On PyTorch a layer the reader built keeps its own starting weights, as in the book, and the output
+    layer starts as PyTorch's ``nn.Linear`` does (:data:`KEEPS_LAYER_INIT`).
+    """
+
+    def __init__(self, rnn_layer, vocab_size, device=None, **kwargs):
+        super().__init__(rnn_layer, vocab_size, device, **kwargs)
+        output_init = KEEPS_LAYER_INIT.get(backend_name())
+        own = self.rnn.own_params() if output_init and not isinstance(rnn_layer, RecurrentStack) else None
+        if own is not None:
+            own = [ops.to_device(p, device) for p in own] if device is not None else own
+            self.params = own + output_params(self.rnn.num_outputs, self.vocab_size, device, output_init)

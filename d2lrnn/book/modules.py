@@ -98,7 +98,8 @@ class ModuleModel(ModuleParams):
         batch_size); Gluon names the device ``ctx``, Keras takes none)."""
         self._batch_size = batch_size
         keyword = self._hooks.device_keyword
-        return (self.module.begin_state(batch_size=batch_size, **({keyword: device} if keyword else {})),)
+        extra = dict(self._hooks.begin_state_extra, **({keyword: device} if keyword else {}))
+        return (self.module.begin_state(batch_size=batch_size, **extra),)
 
     def batch_size_of(self, state):
         """The batch size of the state this model last began: states come from the module, whose layout

@@ -64,7 +64,8 @@ def _series(data):
 def plot(X, Y=None, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None, xscale="linear",
          yscale="linear", fmts=("-", "m--", "g-.", "r:"), figsize=(3.5, 2.5), axes=None):
     """Plot one or more series: ``plot(Y)`` against their indices, ``plot(X, Y)`` against ``X`` (one
-    ``X`` for every ``Y``, or one each). Returns the axes drawn on (pyplot's current ones by default)."""
+    ``X`` for every ``Y``, or one each), on ``axes`` (pyplot's current ones by default: ``d2l.plt.gca()``).
+    Returns None, as the book's (a notebook cell that ends with it shows the figure, no repr)."""
     set_figsize(figsize)
     axes = axes if axes is not None else _pyplot().gca()
     if Y is None:
@@ -81,12 +82,12 @@ def plot(X, Y=None, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
         else:
             axes.plot(X[i], y, fmt)
     set_axes(axes, xlabel, ylabel, xlim, ylim, xscale, yscale, legend)
-    return axes
 
 
 def show_list_len_pair_hist(legend, xlabel, ylabel, xlist, ylist):
     """Histograms of the lengths of the lists in ``xlist`` and ``ylist`` side by side (the second
-    hatched): how long the source and target sentences are. Returns the axes."""
+    hatched): how long the source and target sentences are, on pyplot's current axes. Returns None, as the
+    book's."""
     set_figsize()
     axes = _pyplot().gca()
     _, _, patches = axes.hist([[len(line) for line in xlist], [len(line) for line in ylist]])
@@ -95,4 +96,3 @@ def show_list_len_pair_hist(legend, xlabel, ylabel, xlist, ylist):
     for patch in patches[1].patches:
         patch.set_hatch("/")
     axes.legend(legend)
-    return axes

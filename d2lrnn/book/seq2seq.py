@@ -211,8 +211,11 @@ class EncoderDecoder(seq2seq_model.EncoderDecoder, metaclass=BookName):
     _book_root = True
 
 
-def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, verbose=True, **options):
-    """Train an encoder-decoder as the book's ``train_seq2seq`` does, and return its history.
+def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, verbose=True,
+                  return_history=False,
+                  **options):
+    """Train an encoder-decoder as the book's ``train_seq2seq`` does; None, as the book's, or with
+    ``return_history`` the history (see :func:`d2lrnn.seq2seq.train.train_encoder_decoder`).
 
     ``options`` are :func:`d2lrnn.seq2seq.train.train_encoder_decoder`'s (clipping, optimizer,
     validation and BLEU, plots, continuing a run, a time budget). With ``verbose`` the last epoch's losses
@@ -236,7 +239,7 @@ def train_seq2seq(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, ver
             model.write_back()
     if verbose:
         print(report_line(history, device))
-    return history
+    return history if return_history else None
 
 
 def predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps, device=None,

@@ -8,12 +8,14 @@ functional form and the book's in-place form (:mod:`d2lrnn.book.inplace`).
 """
 
 import numbers
+import warnings
 
 from .. import checks, ops
 from ..backends import backend_name
 from ..errors import ArgumentError, DataError
 from ..lm.generate import predict
-from ..lm.train import state_for, train_epoch_lm, train_lm
+from ..lm.train import SEES_THE_FUTURE, is_bidirectional, state_for, train_epoch_lm, train_lm
+from ..training import optim
 from ..training.metrics import Accumulator, Timer, format_perplexity, perplexity
 from ..training.step import clip_by_global_norm
 from . import inplace
@@ -55,18 +57,48 @@ def sgd(params, grads, lr=None, batch_size=1):
     return inplace.assign_variables(params, [p - (lr / batch_size) * g for p, g in zip(params, grads)])
 
 
+class SGD(optim.SGD):
+    """d2lrnn's optimizer ``SGD(lr, weight_decay=0)`` (see :class:`d2lrnn.training.optim.SGD`), and the
+    older gluon tutorial's ``utils.SGD(params, lr)``: p <- p - lr * p.grad for each parameter, in place
+    from the gradient its backward pass attached (PyTorch, MXNet); that form returns None."""
+
+    def __new__(cls, *args, **kwargs):
+        if args and isinstance(args[0], (list, tuple)):  # the tutorial's SGD(params, lr)
+            tutorial_sgd(*args, **kwargs)
+            return None
+        return super().__new__(cls)
+
+
+def tutorial_sgd(params, lr):
+    """The gluon tutorial's in-place step (its gradients are not averaged over the batch here)."""
+    checks.positive_number("lr", lr, " (the learning rate, e.g. 0.1)")
+    inplace.sgd(params, lr, 1)
+
+
 def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_iter=False, *,
-              prefixes=TIME_MACHINE_PREFIXES, verbose=True, **options):
-    """Train a language model as the book's ``train_ch8`` does, and return its history.
+              prefixes=TIME_MACHINE_PREFIXES, verbose=True, return_history=False, **options):
+    """Train a language model as the book's ``train_ch8`` does; None, as the book's (a notebook cell
+    that ends with it shows only what it printed), or with ``return_history`` the history (a dict of
+    lists: see :func:`d2lrnn.lm.train.train_lm`).
 
     ``options`` are :func:`d2lrnn.lm.train.train_lm`'s (validation, optimizers, schedules, truncation,
     early stopping, plots, continuing a run). With ``verbose`` the last epoch's perplexity and speed are
     printed, and the model's continuations of ``prefixes``. ``net`` may also be the reader's own framework
     module (the book's concise ``RNNModel``): it is trained through
-    :class:`d2lrnn.book.modules.ModuleModel`, and its parameters hold the trained values afterwards.
+    :class:`d2lrnn.book.modules.ModuleModel`, and its parameters hold the trained values afterwards; it
+    starts as in the book (MXNet's train_ch8 draws a Gluon block's weights anew from N(0, 0.01^2)).
+    A bidirectional model trains, as the book's does to show that it cannot predict, with a warning that
+    says why (d2lrnn's own ``train_lm`` refuses it unless ``allow_bidirectional=True``).
     """
+    if is_bidirectional(net) and not options.get("allow_bidirectional"):
+        warnings.warn(f"d2l.train_ch8: {SEES_THE_FUTURE}; its perplexity and predictions mean nothing",
+                      UserWarning, stacklevel=2)
+        options["allow_bidirectional"] = True
     model = as_model(net)
     if model is not net:
+        hooks = ops.in_place_hooks()
+        if options.get("history") is None and hooks.book_lm_init is not None:
+            hooks.book_lm_init(net, device)
         model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
     try:
         history = train_lm(model, train_iter, lr, num_epochs, device, use_random_iter, verbose=verbose,
@@ -81,7 +113,7 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
         print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
         for prefix in prefixes:
             print(predict_ch8(prefix, 50, net, vocab, device))
-    return history
+    return history if return_history else None
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, **options):
@@ -143,6 +175,20 @@ def book_epoch(net, train_iter, loss, updater, device, use_random_iter):
         raise DataError("the training iterator produced no minibatch: use a smaller batch size or number of "
                         "steps, or a longer corpus")
     return perplexity(metric[0] / metric[1]), metric[1] / timer.stop()
+
+
+def evaluate_loss(net, data_iter, loss):
+    """The mean loss per example over ``data_iter`` (the book's ``evaluate_loss``): ``loss(net(X), y)``
+    with ``y`` shaped as the output, summed and counted elementwise (a loss that reduces, such as Keras's
+    ``MeanSquaredError``, counts once per minibatch, as in the book)."""
+    metric = Accumulator(2)
+    for X, y in data_iter:
+        out = net(X)
+        l = ops.to_numpy(loss(out, ops.reshape(y, ops.shape(out))))
+        metric.add(float(l.sum()), l.size)
+    if metric[1] == 0:
+        raise DataError("d2l.evaluate_loss: the data iterator produced no minibatch")
+    return metric[0] / metric[1]
 
 
 def predict_ch8(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):

@@ -2,8 +2,8 @@
 
 Each epoch is planned in NumPy: one random offset, then a ``(num_batches, batch_size)``
 array of start positions; the batches are gathered from it and converted to int64
-tensors of the active backend. Every backend therefore sees the same batches for the
-same seed.
+tensors of the active backend (int32 on TensorFlow: :func:`token_tensor`). Every backend
+therefore sees the same batches for the same seed.
 
 Two differences from the book, both so that an epoch always has the same length:
 
@@ -17,9 +17,18 @@ Two differences from the book, both so that an epoch always has the same length:
 import numpy as np
 
 from .. import checks, ops
-from ..backends import generator
+from ..backends import backend_name, generator
 from ..errors import DataError
 from .corpus import compact, load_corpus, train_val_split
+
+
+def token_tensor(indices):
+    """An integer NumPy array of token indices as a tensor of the active backend: int64, and int32 on
+    TensorFlow, whose book cells make their batches with ``tf.constant`` (int32) and join them to other
+    int32 tensors (the seq2seq decoder's ``<bos>`` column)."""
+    if backend_name() == "tensorflow":
+        return ops.tensor(indices, dtype=np.int32)
+    return ops.from_numpy(indices)
 
 
 def _check_batching(num_tokens, batch_size, num_steps, name="corpus"):
@@ -66,7 +75,7 @@ def _epoch(corpus, starts, num_steps):
     for row_starts in starts:
         index = row_starts[:, None] + steps
         X, Y = corpus[index].astype(np.int64), corpus[index + 1].astype(np.int64)
-        yield ops.from_numpy(X), ops.from_numpy(Y)
+        yield token_tensor(X), token_tensor(Y)
 
 
 def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):

@@ -12,10 +12,11 @@ provenance in ``README.md``) ship with the package. The steps are the book's:
    to ``num_steps`` (:func:`truncate_pad`), and its valid length (the tokens before the padding).
 
 Index work is NumPy; the minibatches ``(X, X_valid_len, Y, Y_valid_len)`` are shuffled by a NumPy
-generator and only then become tensors of the active backend, so every backend sees the same
-batches for a seed.
+generator and only then become tensors of the active backend (int64, int32 on TensorFlow as in the
+book), so every backend sees the same batches for a seed.
 """
 
+import os
 import pathlib
 
 import numpy as np
@@ -24,20 +25,28 @@ from .. import checks, ops
 from ..backends import generator
 from ..errors import DataError
 from .corpus import read_utf8
+from .iterators import token_tensor
 from .vocab import Vocab
 
 #: The bundled pairs file.
 PAIRS_FILE = pathlib.Path(__file__).with_name("fra-eng") / "fra.txt"
+#: Names a pairs file to read instead of the bundled one (the full ``fra.txt`` of the book's archive).
+PAIRS_ENV = "D2LRNN_FRA_TXT"
 #: Reserved tokens of both vocabularies, after ``<unk>`` (index 0): ``<pad>`` is 1, ``<bos>`` 2, ``<eos>`` 3.
 RESERVED = ("<pad>", "<bos>", "<eos>")
 PUNCTUATION = set(",.!?")
 
 
+def pairs_path(path=None):
+    """The pairs file to read: ``path``, else the file ``$D2LRNN_FRA_TXT`` names, else the bundled one."""
+    return pathlib.Path(path or os.environ.get(PAIRS_ENV) or PAIRS_FILE)
+
+
 def read_data_nmt(path=None):
-    """The text of the pairs file (the bundled English-French pairs unless ``path`` is given), its lines
-    ended by LF, whether the file ends them with LF, CRLF or CR."""
-    path = pathlib.Path(PAIRS_FILE if path is None else path)
-    return read_utf8(path, "pairs file").replace("\r\n", "\n").replace("\r", "\n")
+    """The text of the pairs file (see :func:`pairs_path`: the bundled English-French pairs unless
+    ``path`` or ``$D2LRNN_FRA_TXT`` names another, such as the full ``fra.txt`` of the book's archive),
+    its lines ended by LF, whether the file ends them with LF, CRLF or CR."""
+    return read_utf8(pairs_path(path), "pairs file").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def preprocess_nmt(text):
@@ -142,7 +151,8 @@ class PairBatches:
         order = rng.permutation(self.num_pairs) if self.shuffle else np.arange(self.num_pairs)
         for start in range(0, self.num_pairs, self.batch_size):
             rows = order[start:start + self.batch_size]
-            yield tuple(ops.from_numpy(a[rows]) for a in self.arrays)
+            yield tuple(token_tensor(a[rows]) if a.dtype.kind in "iu" else ops.from_numpy(a[rows])
+                        for a in self.arrays)
 
 
 def load_array(data_arrays, batch_size, is_train=True):
@@ -162,10 +172,16 @@ def _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps):
             *build_array_nmt_numpy(target, tgt_vocab, num_steps))
 
 
-def load_data_nmt(batch_size, num_steps, num_examples=600, min_freq=2):
+def load_data_nmt(batch_size, num_steps, num_examples=600, min_freq=2, path=None):
     """The book's ``load_data_nmt``: ``(data_iter, src_vocab, tgt_vocab)`` for the first
-    ``num_examples`` pairs (words seen fewer than ``min_freq`` times read as ``<unk>``)."""
-    source, target = tokenize_nmt(preprocess_nmt(read_data_nmt()), num_examples)
+    ``num_examples`` pairs (words seen fewer than ``min_freq`` times read as ``<unk>``).
+
+    The bundled file holds 18,066 pairs, far fewer than the book's ``fra.txt``, so the book's numbers
+    differ: over all pairs the source vocabulary has 2,307 words here and 10,012 in the book, and the
+    first 600 pairs are not quite the book's. Who has the full file reads it with ``path=`` or by naming it
+    in ``$D2LRNN_FRA_TXT`` (nothing is downloaded).
+    """
+    source, target = tokenize_nmt(preprocess_nmt(read_data_nmt(path)), num_examples)
     src_vocab, tgt_vocab = _vocabs(source, target, min_freq)
     arrays = _pair_arrays(source, target, src_vocab, tgt_vocab, num_steps)
     return PairBatches(arrays, batch_size), src_vocab, tgt_vocab

@@ -84,6 +84,33 @@ class NativeLayer(RecurrentStack):
             W_x, W_h = ops.transpose(W_x), ops.transpose(W_h)
         return [W_x, W_h, b_x, b_h]
 
+    def unpack(self, weights):
+        """The book's per-gate parameters (in :meth:`split` order) of native ``[W_x, W_h, b_x, b_h]``
+        per layer-direction, :meth:`pack`'s inverse for the same function: a gate's two biases become one
+        ``b_g = b_x + b_h`` (the reset-after GRU's candidate keeps ``b_hh`` apart, multiplied by r)."""
+        params = []
+        for W_x, W_h, b_x, b_h in weights:
+            if self.declaration.transposed:
+                W_x, W_h = ops.transpose(W_x), ops.transpose(W_h)
+            h, by_name = self.num_hiddens, {}
+            for i, g in enumerate(self.declaration.gate_order[self.cell.name]):
+                gate = slice(i * h, (i + 1) * h)
+                by_name[f"W_x{g}"], by_name[f"W_h{g}"] = W_x[:, gate], W_h[:, gate]
+                if g == "h" and self.cell.reset_after:
+                    by_name[f"b_{g}"], by_name["b_hh"] = b_x[gate], b_h[gate]
+                else:
+                    by_name[f"b_{g}"] = b_x[gate] + b_h[gate]
+            params.extend(by_name[name] for name in self.cell.names)
+        return params
+
+    def own_params(self):
+        """The wrapped framework layer's own weights in the book's layout, or None where the backend
+        cannot read them (or the layer has not made them yet)."""
+        if self.declaration is None or self.declaration.weights is None or self.native is None:
+            return None
+        weights = self.declaration.weights(self.native)
+        return None if weights is None else self.unpack(weights)
+
     def layer_params(self, params):
         """The native layout of every layer and direction: a list of ``[W_x, W_h, b_x, b_h]``
         (the book's per-slot parameter lists where the framework has no layer of its own)."""

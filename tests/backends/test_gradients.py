@@ -308,6 +308,7 @@ CASES = {
     "sigmoid": [Case(op("sigmoid"), [normal(3, 4, scale=4.0)])],
     "relu": [Case(op("relu"), [away_from(0.0, 3, 4)])],
     "exp": [Case(op("exp"), [normal(3, 4)])],
+    "sin": [Case(op("sin"), [normal(3, 4, scale=2.0)])],
     "log": [Case(op("log"), [positive(3, 4)])],
     "sqrt": [Case(op("sqrt"), [positive(3, 4)])],
     "abs": [Case(op("abs"), [away_from(0.0, 3, 4)])],

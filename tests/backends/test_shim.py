@@ -183,6 +183,7 @@ CASES = {
     "sigmoid": [(op("sigmoid"), [f32(3, 4) * 4], True)],
     "relu": [(op("relu"), [f32(3, 4)], True)],
     "exp": [(op("exp"), [f32(3, 4)], True)],
+    "sin": [(op("sin"), [f32(3, 4)], True)],
     "log": [(op("log"), [pos(3, 4)], True)],
     "sqrt": [(op("sqrt"), [pos(3, 4)], True)],
     "abs": [(op("abs"), [f32(3, 4)], True)],

@@ -457,6 +457,13 @@ def test_exp():
     check(ops.exp(t(x)), expected, KERNEL * expected)
 
 
+def test_sin():
+    # the sine-wave data's arguments (0.01 t for t up to 1000) and points where sin is 0, 1 and -1
+    x = np.concatenate([0.01 * np.arange(1, 1001), [0.0, np.pi / 2, -np.pi / 2]]).astype(np.float32)
+    expected = np.sin(f64(x))
+    check(ops.sin(t(x)), expected, KERNEL * np.abs(expected) + U)
+
+
 @pytest.mark.parametrize("name", ["log", "sqrt"])
 def test_log_and_sqrt(name):
     x = np.concatenate([_r.uniform(0.05, 5.0, 20), [1.0, 1.0 + 2 ** -20, 1e-30, 1e30]]).astype(np.float32)
@@ -920,6 +927,7 @@ VALUE_TESTS = {
     "sigmoid": ["test_sigmoid"],
     "relu": ["test_relu_abs_exact"],
     "exp": ["test_exp"],
+    "sin": ["test_sin"],
     "log": ["test_log_and_sqrt"],
     "sqrt": ["test_log_and_sqrt"],
     "abs": ["test_relu_abs_exact"],

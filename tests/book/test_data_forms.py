@@ -67,15 +67,17 @@ def test_a_dataset_that_is_not_bundled_is_a_one_line_error(hub):
 def test_the_zipf_cells_plot_the_frequencies_on_log_axes():
     words = [word for line in d2l.tokenize(d2l.read_time_machine()[:400]) for word in line]
     freqs = [count for _, count in d2l.Vocab(words).token_freqs]
-    axes = d2l.plot(freqs, xlabel="token: x", ylabel="frequency: n(x)", xscale="log", yscale="log")
+    d2l.plot(freqs, xlabel="token: x", ylabel="frequency: n(x)", xscale="log", yscale="log")
+    axes = d2l.plt.gca()  # the book's plot returns None; it drew on pyplot's current axes
     (curve,) = axes.get_lines()
     np.testing.assert_array_equal(curve.get_ydata(), freqs)
     np.testing.assert_array_equal(curve.get_xdata(), np.arange(len(freqs)))
     assert (axes.get_xscale(), axes.get_yscale(), axes.get_xlabel()) == ("log", "log", "token: x")
 
     pair_freqs = [count for _, count in collections.Counter(zip(words, words[1:])).most_common()]
-    axes = d2l.plot([freqs, d2l.tensor(pair_freqs)], xlabel="token: x", ylabel="frequency: n(x)",
+    d2l.plot([freqs, d2l.tensor(pair_freqs)], xlabel="token: x", ylabel="frequency: n(x)",
                     xscale="log", yscale="log", legend=["unigram", "bigram"])
+    axes = d2l.plt.gca()  # the book's plot returns None; it drew on pyplot's current axes
     assert [len(curve.get_ydata()) for curve in axes.get_lines()] == [len(freqs), len(pair_freqs)]
     assert [label.get_text() for label in axes.get_legend().get_texts()] == ["unigram", "bigram"]
     d2l.plt.close("all")
@@ -83,10 +85,12 @@ def test_the_zipf_cells_plot_the_frequencies_on_log_axes():
 
 def test_plot_takes_one_x_for_every_series_or_one_each():
     x = d2l.arange(0, 2, 0.5)
-    axes = d2l.plot(x, [d2l.ones(4), np.full(4, 3.0)], legend=["ones", "threes"])
+    d2l.plot(x, [d2l.ones(4), np.full(4, 3.0)], legend=["ones", "threes"])
+    axes = d2l.plt.gca()  # the book's plot returns None; it drew on pyplot's current axes
     assert [list(curve.get_xdata()) for curve in axes.get_lines()] == [[0, 0.5, 1, 1.5]] * 2
     assert [list(curve.get_ydata()) for curve in axes.get_lines()] == [[1.0] * 4, [3.0] * 4]
-    axes = d2l.plot([x, np.arange(3)], [d2l.ones(4), np.full(3, 3.0)])
+    d2l.plot([x, np.arange(3)], [d2l.ones(4), np.full(3, 3.0)])
+    axes = d2l.plt.gca()  # the book's plot returns None; it drew on pyplot's current axes
     assert [list(curve.get_xdata()) for curve in axes.get_lines()] == [[0, 0.5, 1, 1.5], [0, 1, 2]]
     d2l.set_figsize((4, 3))
     assert tuple(d2l.plt.rcParams["figure.figsize"]) == (4, 3)
@@ -95,7 +99,8 @@ def test_plot_takes_one_x_for_every_series_or_one_each():
 
 def test_the_sentence_length_histogram_counts_tokens_per_sentence():
     source, target = first_pairs(300)
-    axes = d2l.show_list_len_pair_hist(["source", "target"], "# tokens per sequence", "count", source, target)
+    d2l.show_list_len_pair_hist(["source", "target"], "# tokens per sequence", "count", source, target)
+    axes = d2l.plt.gca()  # the book's plot returns None; it drew on pyplot's current axes
     bars = axes.containers
     assert [sum(bar.get_height() for bar in group.patches) for group in bars] == [300, 300]
     assert bars[0].patches[0].get_hatch() is None and all(bar.get_hatch() == "/" for bar in bars[1].patches)

@@ -118,7 +118,7 @@ def functional_perplexities(weights, gates, train_iter, vocab):
         own.params = [ops.from_numpy(w) for w in as_book_layout(weights, gates)]
         d2l.manual_seed(0)  # each epoch's minibatches start at a random offset, drawn from d2lrnn's generator
         history = d2l.train_ch8(own, train_iter, vocab, LR, NUM_EPOCHS, progress=False, plot=False,
-                                verbose=False)
+                                verbose=False, return_history=True)
         _FUNCTIONAL[key] = history["train_ppl"]
     return _FUNCTIONAL[key]
 
@@ -460,6 +460,7 @@ class KerasReader:
 
     def char_lm(self, kind, vocab):
         tf = self.tf
+        keras3 = hasattr(tf.keras.layers.Layer, "stateless_call")
 
         class CharLM(tf.keras.layers.Layer):
             """One-hot characters through Keras's recurrent layer (batch first: Keras 3's layers cannot run
@@ -475,8 +476,8 @@ class KerasReader:
                 steps_first = tf.transpose(hiddens, [1, 0, 2])
                 return self.readout(tf.reshape(steps_first, (-1, steps_first.shape[-1]))), state
 
-            def begin_state(self, batch_size, **kwargs):  # Keras 3's cells take no dtype
-                return self.layer.cell.get_initial_state(batch_size=batch_size)
+            def begin_state(self, batch_size, **kwargs):  # Keras 2 needs the dtype, Keras 3 takes none
+                return self.layer.cell.get_initial_state(batch_size=batch_size, **({} if keras3 else kwargs))
 
         tf.keras.utils.set_random_seed(0)  # Keras draws the weights at the first call, from its generator
         cell = {"RNN": tf.keras.layers.SimpleRNNCell, "LSTM": tf.keras.layers.LSTMCell}[kind](NUM_HIDDENS)
@@ -737,7 +738,8 @@ def test_d2l_train_ch8_and_predict_ch8_take_the_readers_scratch_model(reader, lm
     net = reader.scratch(vocab, gates=1)
     start = reader.numpy_params(net)
     d2l.manual_seed(0)
-    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device)  # as the book calls it
+    history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device,
+                            return_history=True)  # as the book calls it
     assert "perplexity" in capsys.readouterr().out
     np.testing.assert_allclose(history["train_ppl"], functional_perplexities(start, 1, train_iter, vocab),
                                rtol=1e-5)
@@ -771,7 +773,7 @@ def test_the_readers_lstm_cells_with_their_two_tensor_state_train_as_d2lrnns_own
     start = reader.numpy_params(net)
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     expected = functional_perplexities(start, 4, train_iter, vocab)
     # the reader's fused gates and autograd against d2lrnn's gates and hand-written BPTT
     np.testing.assert_allclose(history["train_ppl"], expected, rtol=1e-5)
@@ -829,6 +831,13 @@ def test_the_readers_own_module_trains_with_d2l_as_with_the_readers_loop(framewo
     net = reader.char_lm(kind, vocab)
     text = reader.predict(PREFIX, 10, net, vocab)  # untrained: any characters
     assert text.startswith(PREFIX) and len(text) == len(PREFIX) + 10
+    if framework == "mxnet":
+        # the book's train_ch8 draws a Gluon block's weights anew from Normal(0.01), and so does
+        # d2l.train_ch8, after the d2l.manual_seed(0) below: the twins start from that same draw
+        from mxnet import init
+
+        d2l.manual_seed(0)
+        net.initialize(init.Normal(0.01), force_reinit=True, ctx=reader.device)
     looped, stepped = reader.twin(net, kind, vocab), reader.twin(net, kind, vocab)
     d2l.manual_seed(0)
     expected = reader_perplexities(reader.module_step(looped), train_iter, NUM_EPOCHS)
@@ -839,7 +848,7 @@ def test_the_readers_own_module_trains_with_d2l_as_with_the_readers_loop(framewo
     np.testing.assert_allclose(by_epoch, expected, rtol=1e-5)  # the same updates
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     # the same module, SGD and minibatches through two autograd paths (d2lrnn swaps the module's
     # parameters for the ones it differentiates, then writes the trained values back)
     np.testing.assert_allclose(history["train_ppl"], expected, rtol=1e-5)
@@ -861,24 +870,35 @@ def test_d2l_train_ch8_gives_a_gluon_block_its_shapes_at_its_first_call(framewor
     net = reader.char_lm("GRU", vocab)  # never called
     d2l.manual_seed(0)
     history = d2l.train_ch8(net, train_iter, vocab, LR, 2, reader.device, progress=False, plot=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     assert history["train_ppl"][1] < history["train_ppl"][0] < len(vocab), history["train_ppl"]
+
+
+def seeded_layer(reader, *args, **kwargs):
+    d2l.manual_seed(0)  # seeds torch's generator too: a torch.nn layer draws its weights when it is made
+    return reader.layer(*args, **kwargs)
 
 
 def concise_perplexities(reader, layer, vocab, train_iter, **kwargs):
     d2l.manual_seed(0)  # d2l.RNNModel draws its starting weights from d2lrnn's generator
     model = reader.concise(layer, vocab)
     history = d2l.train_ch8(model, train_iter, vocab, LR, NUM_EPOCHS, reader.device, progress=False,
-                            plot=False, verbose=False, **kwargs)
+                            plot=False, verbose=False, **kwargs, return_history=True)
     return model, history["train_ppl"]
 
 
-#: d2l.RNNModel starts from the same weights on every backend, and the frameworks' layers compute the same
-#: function (GRUs reset-after): the same perplexities, measured on torch, mxnet and tensorflow alike to
-#: 1e-7 relative; 1e-4 leaves room for another BLAS's rounding.
-GRU_PPL = [25.4660, 21.1581, 19.7387]
-DEEP_LSTM_PPL = [25.3356, 21.1509, 19.8917]
-BIDIRECTIONAL_LSTM_PPL = [25.3347, 21.3092, 19.7639]
+#: On MXNet and TensorFlow d2l.RNNModel's layer starts from weights drawn from d2lrnn's generator, the same
+#: on both, and the frameworks' layers compute the same function (GRUs reset-after): the same perplexities,
+#: measured on mxnet and tensorflow alike to 1e-7 relative; 1e-4 leaves room for another BLAS's rounding.
+#: On PyTorch the layer keeps the weights torch.nn drew when the reader made it (as the book's RNNModel
+#: does), after d2l.manual_seed(0): other numbers, pinned from this code on 2026-11-25.
+GRU_PPL = {"torch": [24.4476, 19.3155, 18.0718], "other": [25.4660, 21.1581, 19.7387]}
+DEEP_LSTM_PPL = {"torch": [24.6943, 20.4613, 19.0525], "other": [25.3356, 21.1509, 19.8917]}
+BIDIRECTIONAL_LSTM_PPL = {"torch": [25.4597, 20.2337, 18.9512], "other": [25.3347, 21.3092, 19.7639]}
+
+
+def pinned(table, framework):
+    return table.get(framework) or table["other"]
 
 
 def test_d2l_rnn_model_trains_on_the_frameworks_gru_layer_alike_on_every_framework(reader, lm_data,
@@ -886,29 +906,29 @@ def test_d2l_rnn_model_trains_on_the_frameworks_gru_layer_alike_on_every_framewo
     """The GRU and LSTM sections' concise cells: ``d2l.RNNModel`` over the framework's own layer, moved
     (PyTorch), initialized (MXNet) or made under a strategy's scope (TensorFlow) the book's way."""
     train_iter, vocab = lm_data
-    model, ppl = concise_perplexities(reader, reader.layer("GRU", vocab), vocab, train_iter)
-    np.testing.assert_allclose(ppl, GRU_PPL, rtol=1e-4)
+    model, ppl = concise_perplexities(reader, seeded_layer(reader, "GRU", vocab), vocab, train_iter)
+    np.testing.assert_allclose(ppl, pinned(GRU_PPL, d2l.backend_name()), rtol=1e-4)
     text = reader.predict(PREFIX, 10, model, vocab)
     assert text.startswith(PREFIX) and len(text) == len(PREFIX) + 10
 
 
 def test_the_deep_rnn_sections_two_layer_lstm_trains_alike_on_every_framework(reader, lm_data, in_book_mode):
     train_iter, vocab = lm_data
-    model, ppl = concise_perplexities(reader, reader.layer("LSTM", vocab, num_layers=2), vocab, train_iter)
+    model, ppl = concise_perplexities(reader, seeded_layer(reader, "LSTM", vocab, num_layers=2), vocab,
+                                      train_iter)
     assert model.rnn.num_layers == 2  # the book's RNNModel keeps its layer as .rnn
-    np.testing.assert_allclose(ppl, DEEP_LSTM_PPL, rtol=1e-4)
+    np.testing.assert_allclose(ppl, pinned(DEEP_LSTM_PPL, d2l.backend_name()), rtol=1e-4)
 
 
-def test_the_bidirectional_lstm_is_refused_unless_asked_for_then_trains_alike(framework, reader, lm_data,
-                                                                              in_book_mode):
+def test_the_bidirectional_lstm_trains_with_a_warning_saying_why_it_means_nothing(framework, reader, lm_data,
+                                                                                  in_book_mode):
     if framework == "tensorflow":
         pytest.skip("the book's bidirectional section has PyTorch and MXNet cells only, none for tensorflow")
     train_iter, vocab = lm_data
-    layer = reader.layer("LSTM", vocab, num_layers=2, bidirectional=True)
-    with pytest.raises(d2l.ArgumentError, match="pass allow_bidirectional=True to train it anyway"):
-        concise_perplexities(reader, layer, vocab, train_iter)
+    layer = seeded_layer(reader, "LSTM", vocab, num_layers=2, bidirectional=True)
     # the section trains 500 epochs to show the perplexity fall to ~1 and the predictions fail
-    model, ppl = concise_perplexities(reader, layer, vocab, train_iter, allow_bidirectional=True)
-    np.testing.assert_allclose(ppl, BIDIRECTIONAL_LSTM_PPL, rtol=1e-4)
+    with pytest.warns(UserWarning, match="it has already read it .* perplexity and predictions mean nothing"):
+        model, ppl = concise_perplexities(reader, layer, vocab, train_iter)
+    np.testing.assert_allclose(ppl, pinned(BIDIRECTIONAL_LSTM_PPL, framework), rtol=1e-4)
     text = reader.predict(PREFIX, 10, model, vocab)
     assert text.startswith(PREFIX) and len(text) == len(PREFIX) + 10

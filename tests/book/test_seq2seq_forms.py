@@ -307,6 +307,7 @@ class KerasReader:
         import tensorflow as tf
 
         self.tf, self.device, self.tensor = tf, d2l.try_gpu(), tf.constant
+        self.keras3 = keras3 = hasattr(tf.keras.layers.Layer, "stateless_call")
 
         def stacked_gru(num_hiddens, num_layers, dropout):
             cells = [tf.keras.layers.GRUCell(num_hiddens, dropout=dropout) for _ in range(num_layers)]
@@ -323,7 +324,7 @@ class KerasReader:
 
             def call(self, X, *args, **kwargs):
                 outputs, *finals = self.gru(self.embed(X), **kwargs)
-                return outputs, finals  # Keras 3: one list of states per layer
+                return outputs, finals  # Keras 3: one list of states per layer, Keras 2: one state each
 
         class ContextDecoder(d2l.Decoder):
             """Starts from the encoder's final states and reads the encoder's top layer (the context),
@@ -337,7 +338,7 @@ class KerasReader:
 
             def init_state(self, enc_outputs, *args):
                 finals = enc_outputs[1]
-                return finals, finals[-1][0]
+                return finals, finals[-1][0] if keras3 else finals[-1]  # Keras 2's states are flat
 
             def call(self, X, state, **kwargs):
                 finals, context = state
@@ -351,7 +352,7 @@ class KerasReader:
             ``loss(label, pred)``; per sentence, the mean over its steps, the padding's counted as zero."""
 
             def __init__(self, valid_len):
-                super().__init__(reduction=None)
+                super().__init__(reduction="none")
                 self.valid_len = valid_len
 
             def call(self, label, pred):
@@ -414,7 +415,11 @@ class KerasReader:
         X = self.tf.zeros((4, 7))
         outputs, finals = encoder(X, training=False)
         logits, (hidden, context) = decoder(X, decoder.init_state(encoder(X, training=False)), training=False)
-        shapes = [tuple(t.shape) for t in (outputs, finals[0][0], logits, hidden[0][0], context)]
+        def layer_state(s):  # Keras 3: a list of states per layer, Keras 2: the state itself
+            return s[0] if self.keras3 else s
+
+        shapes = [tuple(t.shape) for t in (outputs, layer_state(finals[0]), logits, layer_state(hidden[0]),
+                                           context)]
         return shapes + [len(finals), len(hidden)]
 
     def weights(self, net):
@@ -638,7 +643,7 @@ def test_the_readers_loop_and_d2l_train_seq2seq_train_the_readers_model_alike(fr
     expected = reader.train(twin, train_iter, LR, EPOCHS, tgt_vocab, device)
     d2l.manual_seed(0)
     history = d2l.train_seq2seq(net, train_iter, LR, EPOCHS, tgt_vocab, device, progress=False, plot=False,
-                                verbose=False)
+                                verbose=False, return_history=True)
     np.testing.assert_allclose(history["train_loss"], expected, rtol=LOSS_RTOL[framework])
     assert expected[-1] < 0.6 * expected[0] and history["train_loss"][-1] < 0.6 * history["train_loss"][0]
     if framework in ("torch", "paddle"):  # the same Adam: the same weights

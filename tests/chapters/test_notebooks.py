@@ -34,10 +34,13 @@ from tests.conftest import HANG_GUARD_SECONDS
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = ROOT / "chapters"
 PACKAGE_DIR = pathlib.Path(d2lrnn.__file__).resolve().parent  # the d2lrnn under test
-NOTEBOOKS = sorted(CHAPTERS.glob("*.md"))
-EXPECTED = ("language-models-and-dataset", "rnn", "rnn-scratch", "rnn-concise", "deep-rnn", "gru", "lstm",
-            "bidirectional-rnn", "bptt", "machine-translation-dataset", "encoder-decoder", "seq2seq",
-            "beam-search")
+#: The book's sections, in its order.
+EXPECTED = ("sequence", "language-models-and-dataset", "rnn", "rnn-scratch", "rnn-concise", "bptt", "gru",
+            "lstm", "deep-rnn", "bidirectional-rnn", "machine-translation-dataset", "encoder-decoder",
+            "seq2seq", "beam-search")
+#: Every notebook, the book's sections in the book's order and any other after them.
+NOTEBOOKS = sorted(CHAPTERS.glob("*.md"),
+                   key=lambda p: (EXPECTED.index(p.stem) if p.stem in EXPECTED else len(EXPECTED), p.stem))
 MARKER = "@@d2lrnn-probe@@"
 CELL_TIMEOUT = HANG_GUARD_SECONDS  # per cell: a hang guard (see tests/conftest.py)
 MAX_OUTPUT_CHARS = 100_000  # text a quick-mode run may print in all: no progress-bar spam
@@ -55,6 +58,13 @@ STACK_SHAPES = {
 
 # name -> {key: Python expression evaluated in the notebook's kernel after the last cell}
 PROBES = {
+    "sequence": {
+        "epoch_losses": "epoch_losses",
+        "onestep_error": "onestep_error",
+        "multistep_error": "multistep_error",
+        "k_step_errors": "{str(k): e for k, e in k_step_errors.items()}",
+        "num_examples": "int(d2l.shape(features)[0])",
+    },
     "language-models-and-dataset": {
         "num_chars": "len(char_vocab)",
         "ngram_ppl": "{str(n): p for n, p in ngram_ppl.items()}",
@@ -395,6 +405,18 @@ def _rows_are_runs(batch, num_steps):
     return X
 
 
+def check_sequence(v):
+    assert v["num_examples"] == 1000 - 4
+    losses = v["epoch_losses"]
+    assert len(losses) == 5 and losses[-1] < losses[0], losses
+    # the noise alone has variance 0.04: one step ahead the model is near it, on unseen points too
+    assert 0.02 < v["onestep_error"] < 0.1, v["onestep_error"]
+    # feeding its own predictions back, the model drifts away from the wave
+    assert v["multistep_error"] > 3 * v["onestep_error"], v
+    e = {int(k): x for k, x in v["k_step_errors"].items()}
+    assert e[1] < e[4] < e[16] and e[4] < e[64], e
+
+
 def check_language_models(v):
     assert v["num_chars"] == 28
     ppl = {int(n): p for n, p in v["ngram_ppl"].items()}
@@ -707,7 +729,7 @@ def check_bidirectional_rnn(v):
     assert v["future_effect"]["one-directional"] == 0.0, v["future_effect"]
 
     refusal = v["refusal"]
-    assert refusal is not None, "train_ch8 trained a bidirectional model without allow_bidirectional=True"
+    assert refusal is not None, "train_lm trained a bidirectional model without allow_bidirectional=True"
     assert "bidirectional" in refusal and "allow_bidirectional=True" in refusal, refusal
     assert "\n" not in refusal  # one line
     bi, uni = v["lm_histories"]["bidirectional"], v["lm_histories"]["one-directional"]
@@ -1055,6 +1077,7 @@ def check_beam_search(v):
 
 
 CHECKS = {
+    "sequence": check_sequence,
     "language-models-and-dataset": check_language_models,
     "rnn": check_rnn,
     "rnn-scratch": check_rnn_scratch,

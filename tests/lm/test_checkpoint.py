@@ -28,7 +28,7 @@ def _trained(kind, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0):
     net = d2l.make_model(kind, len(vocab), 16, cell=cell, num_layers=num_layers, bidirectional=bidirectional,
                          dropout=dropout)
     history = d2l.train_ch8(net, train_iter, vocab, 1.0, 2, progress=False, plot=False, verbose=False,
-                            allow_bidirectional=bidirectional)
+                            allow_bidirectional=bidirectional, return_history=True)
     return net, vocab, history
 
 

@@ -133,7 +133,8 @@ def test_a_readers_book_style_model_trains_like_d2lrnns_own(cell, data):
     for functions in (READER[cell], OURS[cell]):
         d2l.manual_seed(1)  # the reader draws the weights in the book's order: the same numbers as ours
         net = d2l.RNNModelScratch(len(vocab), H, None, *functions)
-        history = d2l.train_ch8(net, train_iter, vocab, 1, 3, progress=False, verbose=False)
+        history = d2l.train_ch8(net, train_iter, vocab, 1, 3, progress=False, verbose=False,
+                                return_history=True)
         histories.append(history["train_ppl"])
         finals.append([d2l.to_numpy(p) for p in net.params])
     assert net.kind == "scratch" and len(histories[0]) == 3

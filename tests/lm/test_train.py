@@ -184,7 +184,8 @@ def test_a_perplexity_that_blows_up_stops_the_run_and_keeps_the_previous_epoch()
 
 def test_a_slow_run_near_the_uniform_guess_is_not_divergence():
     net = d2l.RNNModelScratch(12, 5)
-    history = d2l.train_ch8(net, _batches(), None, 1e-6, 2, progress=False, verbose=False)
+    history = d2l.train_ch8(net, _batches(), None, 1e-6, 2, progress=False, verbose=False,
+                            return_history=True)
     assert all(11.9 < p < 12.1 for p in history["train_ppl"])  # at V = 12, not flagged
 
 
@@ -193,7 +194,7 @@ def test_training_lowers_perplexity_and_returns_history():
     net = d2l.RNNModelScratch(12, 16)
     batches = _batches(n=4)
     history = d2l.train_ch8(net, batches, None, 1.0, 8, val_iter=batches[:2], progress=False,
-                            verbose=False)
+                            verbose=False, return_history=True)
     assert history["epoch"] == list(range(1, 9))
     assert history["train_ppl"][-1] < history["train_ppl"][0] < 12.5
     assert history["val_ppl"][-1] < history["val_ppl"][0]
@@ -381,7 +382,7 @@ def test_continuing_a_history_gives_the_same_run_as_training_without_a_break():
         d2l.manual_seed(0)
         train_iter, val_iter, vocab = d2l.load_data_lm("timemachine", 4, 8, max_tokens=1500, seed=3)
         net = d2l.RNNModelScratch(len(vocab), 8)
-        kwargs = dict(val_iter=val_iter, progress=False, verbose=False)
+        kwargs = dict(val_iter=val_iter, progress=False, verbose=False, return_history=True)
         if split is None:
             return net, d2l.train_ch8(net, train_iter, vocab, 1.0, 4, **kwargs)
         history = d2l.train_ch8(net, train_iter, vocab, 1.0, split, **kwargs)
@@ -670,7 +671,8 @@ def test_train_ch8_feeds_the_live_plot_and_the_progress_bar(monkeypatch):
     monkeypatch.setattr(train, "progress_bar", progress_bar)
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
-    history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:2], plot=True, verbose=False)
+    history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:2], plot=True, verbose=False,
+                            return_history=True)
     (animator,), (bar,) = _FakeAnimator.made, bars
     assert animator.kwargs == {"xlabel": "epoch", "ylabel": "perplexity", "legend": ["train", "validation"],
                                "xlim": [1, 3], "enabled": True,
@@ -705,13 +707,15 @@ def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(mo
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
     monkeypatch.setattr(d2lrnn.training.metrics, "time", as_time_module(ticking_clock(1.0)))
-    first = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False)
+    first = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:1], verbose=False,
+                          return_history=True)
     # counted from the start of the run (reading 0), which each epoch's timer reads twice after
     assert first["seconds"] == [3.0, 6.0, 9.0]
     first["seconds"] = [100.0, 200.0, 300.0]  # as if the first run had taken longer
     _FakeAnimator.made = []
     monkeypatch.setattr(train, "Animator", _FakeAnimator)
-    history = d2l.train_ch8(net, batches, None, 1.0, 4, val_iter=batches[:1], verbose=False, history=first)
+    history = d2l.train_ch8(net, batches, None, 1.0, 4, val_iter=batches[:1], verbose=False, history=first,
+                            return_history=True)
     assert _FakeAnimator.made[0].points[:3] == [(e, [first["train_ppl"][e - 1], first["val_ppl"][e - 1]])
                                                 for e in (1, 2, 3)]
     assert bars[-1].kwargs["total"] == 4  # one epoch of 4 batches left
@@ -727,7 +731,7 @@ def test_verbose_training_prints_perplexities_speed_and_two_samples(capsys):
     batches = [(ops.from_numpy(stream[:, i:i + 6]), ops.from_numpy(stream[:, i + 1:i + 7]))
                for i in (0, 6, 12)]
     history = d2l.train_ch8(net, batches, vocab, 1.0, 3, val_iter=batches[:1], progress=False,
-                            prefixes=("ab", "c"))
+                            prefixes=("ab", "c"), return_history=True)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (f"perplexity {history['train_ppl'][-1]:.1f}, validation perplexity "
                         f"{history['val_ppl'][-1]:.1f}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on "
@@ -867,7 +871,8 @@ def test_training_data_without_a_length_trains_with_an_open_progress_bar(monkeyp
         def __iter__(self):
             return iter(_batches(n=2))
 
-    history = d2l.train_ch8(d2l.RNNModelScratch(12, 5), Stream(), None, 1.0, 2, verbose=False)
+    history = d2l.train_ch8(d2l.RNNModelScratch(12, 5), Stream(), None, 1.0, 2, verbose=False,
+                            return_history=True)
     assert bars[0].kwargs["total"] is None and bars[0].n == 4 and len(history["train_ppl"]) == 2
 
 

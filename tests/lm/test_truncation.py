@@ -124,7 +124,7 @@ def test_train_ch8_takes_a_truncation_and_learns(truncation):
     train_iter, _, vocab = d2l.load_data_lm(batch_size=4, num_steps=9, max_tokens=800)
     net = d2l.make_model("scratch", len(vocab), 16)
     history = d2l.train_ch8(net, train_iter, vocab, 1, 3, progress=False, verbose=False,
-                            truncation=truncation)
+                            truncation=truncation, return_history=True)
     assert history["train_ppl"][-1] < history["train_ppl"][0] < len(vocab)
 
 

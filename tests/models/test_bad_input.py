@@ -11,6 +11,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
+from d2lrnn.lm.train import train_lm
 
 V, H = 28, 8
 
@@ -61,7 +62,7 @@ def test_a_bidirectional_language_model_is_refused_unless_asked_for(kind):
     train_iter, vocab = _lm_data()
     net = d2l.make_model(kind, len(vocab), H, bidirectional=True)
     before = [ops.to_numpy(p).copy() for p in net.params]
-    for train in (lambda: d2l.train_ch8(net, train_iter, vocab, 1, 1, progress=False, verbose=False),
+    for train in (lambda: train_lm(net, train_iter, 1, 1, progress=False, verbose=False),
                   lambda: d2l.train_epoch_ch8(net, train_iter, None, 1.0)):
         with pytest.raises(d2l.ArgumentError) as err:
             train()
@@ -71,8 +72,22 @@ def test_a_bidirectional_language_model_is_refused_unless_asked_for(kind):
         for a, b in zip(net.params, before):
             np.testing.assert_array_equal(ops.to_numpy(a), b)  # nothing trained
     history = d2l.train_ch8(net, train_iter, vocab, 1, 2, progress=False, verbose=False,
-                            allow_bidirectional=True)
+                            allow_bidirectional=True, return_history=True)
     assert len(history["train_ppl"]) == 2
+
+
+def test_the_books_train_ch8_trains_a_bidirectional_model_and_says_why_its_numbers_mean_nothing():
+    train_iter, vocab = _lm_data()
+    net = d2l.make_model("scratch", len(vocab), H, bidirectional=True)
+    before = [ops.to_numpy(p).copy() for p in net.params]
+    with pytest.warns(UserWarning) as caught:
+        history = d2l.train_ch8(net, train_iter, vocab, 1, 2, progress=False, verbose=False,
+                                return_history=True)
+    (warning,) = [w for w in caught if "bidirectional" in str(w.message)]
+    assert "learns to copy, not to predict" in str(warning.message)
+    assert "its perplexity and predictions mean nothing" in str(warning.message)
+    assert len(history["train_ppl"]) == 2
+    assert any(not np.array_equal(ops.to_numpy(a), b) for a, b in zip(net.params, before))
 
 
 def _framework_layers(backend):

@@ -100,7 +100,8 @@ def _run(split, epochs, history=None, net=None, updater=None):
         net = make_seq2seq(len(src_vocab), len(tgt_vocab), 16, 16, 1, 0.0)
         updater = make_seq2seq_updater(net, tgt_vocab, lr=0.01)
     history = train_seq2seq(net, train_iter, 0.01, epochs, tgt_vocab, val_iter=val_iter, progress=False,
-                            verbose=False, plot=False, history=history, updater=updater)
+                            verbose=False, plot=False, history=history, updater=updater,
+                            return_history=True)
     return net, updater, history
 
 

@@ -158,7 +158,8 @@ def test_train_ch8_with_adam_and_a_schedule_learns(tiny):
     train_iter, val_iter, vocab = tiny
     net = d2l.make_model("scratch", len(vocab), 32, cell="lstm", output_dropout=0.1)
     history = d2l.train_ch8(net, train_iter, vocab, 0.03, 5, optimizer="adam", schedule="cosine", warmup=3,
-                            weight_decay=0.01, val_iter=val_iter, progress=False, verbose=False)
+                            weight_decay=0.01, val_iter=val_iter, progress=False, verbose=False,
+                            return_history=True)
     assert history["train_ppl"][-1] < 0.75 * history["train_ppl"][0]
     assert history["val_ppl"][-1] < len(vocab)
 
@@ -172,7 +173,8 @@ def test_early_stopping_keeps_the_best_epoch(tiny, monkeypatch):
     net = d2l.make_model("scratch", len(vocab), 16)
     ends = {}
     history = d2l.train_ch8(net, train_iter, vocab, 0.5, 10, val_iter=val_iter, progress=False, verbose=False,
-                            patience=2, on_epoch=lambda epoch, n, h: ends.setdefault(epoch, n.params))
+                            patience=2, on_epoch=lambda epoch, n, h: ends.setdefault(epoch, n.params),
+                            return_history=True)
     assert history["epoch"] == [1, 2, 3, 4]
     assert net.params is ends[2]
     with pytest.raises(d2l.ArgumentError, match="patience stops on the validation perplexity"):
