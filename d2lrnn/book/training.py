@@ -90,16 +90,10 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
     A bidirectional model trains, as the book's does to show that it cannot predict, with a warning that
     says why (d2lrnn's own ``train_lm`` refuses it unless ``allow_bidirectional=True``).
     """
-    if is_bidirectional(net) and not options.get("allow_bidirectional"):
-        warnings.warn(f"d2l.train_ch8: {SEES_THE_FUTURE}; its perplexity and predictions mean nothing",
-                      UserWarning, stacklevel=2)
-        options["allow_bidirectional"] = True
+    _allow_bidirectional(net, options)
     model = as_model(net)
     if model is not net:
-        hooks = ops.in_place_hooks()
-        if options.get("history") is None and hooks.book_lm_init is not None:
-            hooks.book_lm_init(net, device)
-        model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
+        _prepare_module(net, model, train_iter, device, options)
     try:
         history = train_lm(model, train_iter, lr, num_epochs, device, use_random_iter, verbose=verbose,
                            **options)
@@ -107,13 +101,35 @@ def train_ch8(net, train_iter, vocab, lr, num_epochs, device=None, use_random_it
         if model is not net:
             model.write_back()
     if verbose:
-        line = f"perplexity {format_perplexity(history['train_ppl'][-1], 1)}"
-        if history["val_ppl"]:
-            line += f", validation perplexity {format_perplexity(history['val_ppl'][-1], 1)}"
-        print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
-        for prefix in prefixes:
-            print(predict_ch8(prefix, 50, net, vocab, device))
+        _report(history, net, vocab, device, prefixes)
     return history if return_history else None
+
+
+def _allow_bidirectional(net, options):
+    """The book trains a bidirectional language model to show that it cannot predict: so may a reader,
+    with a warning that says why (``train_lm`` itself refuses it unless ``allow_bidirectional=True``)."""
+    if is_bidirectional(net) and not options.get("allow_bidirectional"):
+        warnings.warn(f"d2l.train_ch8: {SEES_THE_FUTURE}; its perplexity and predictions mean nothing",
+                      UserWarning, stacklevel=3)
+        options["allow_bidirectional"] = True
+
+
+def _prepare_module(net, model, train_iter, device, options):
+    """A reader's framework module starts as the book's train_ch8 starts it, its shapes known."""
+    hooks = ops.in_place_hooks()
+    if options.get("history") is None and hooks.book_lm_init is not None:
+        hooks.book_lm_init(net, device)
+    model.infer_shapes(train_iter, lambda X, Y: (X, model.begin_state(ops.shape(X)[0], device)[0]))
+
+
+def _report(history, net, vocab, device, prefixes):
+    """The last epoch's perplexity and speed, then the model's continuations of ``prefixes``."""
+    line = f"perplexity {format_perplexity(history['train_ppl'][-1], 1)}"
+    if history["val_ppl"]:
+        line += f", validation perplexity {format_perplexity(history['val_ppl'][-1], 1)}"
+    print(f"{line}, {history['tokens_per_sec'][-1]:,.0f} tokens/sec on {device or ops.cpu()}")
+    for prefix in prefixes:
+        print(predict_ch8(prefix, 50, net, vocab, device))
 
 
 def train_epoch_ch8(net, train_iter, loss=None, updater=None, device=None, use_random_iter=False, **options):
