@@ -17,7 +17,8 @@ from ..errors import ArgumentError
 #: The backend of a tensor's framework, by the top-level package of its type (NumPy arrays are read by
 #: every backend, and are the numpy backend's own).
 _FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "keras": "tensorflow", "mxnet": "mxnet",
-               "jax": "jax", "jaxlib": "jax", "flax": "jax", "numpy": "numpy", "autograd": "numpy"}
+               "jax": "jax", "jaxlib": "jax", "flax": "jax", "paddle": "paddle", "numpy": "numpy",
+               "autograd": "numpy"}
 
 
 def framework_of(x):
