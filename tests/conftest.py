@@ -27,6 +27,11 @@ import d2lrnn as d2l  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+
+def token_dtype():
+    """The dtype of token batches on the active backend: int64, int32 on TensorFlow (as the book's)."""
+    return np.int32 if d2l.backend_name() == "tensorflow" else np.int64
+
 #: A hang guard, not a speed limit, for the child processes and notebook cells the tests start: none
 #: takes more than ~30 s on an idle 2-core machine (a kernel importing TensorFlow, a command line
 #: training), so this only ever stops one that hangs, even on a machine many times busier.

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import d2lrnn as d2l
 from d2lrnn import ops
+from tests.conftest import token_dtype
 
 PROPERTIES = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -46,11 +47,11 @@ def test_book_toy_sequential():
     assert [Y.tolist() for _, Y in batches] == expected_Y
 
 
-def test_batches_are_int64_backend_tensors():
+def test_batches_are_integer_backend_tensors():
     X, Y = next(iter(d2l.seq_data_iter_random(list(range(35)), 2, 5)))
     assert ops.is_tensor(X) and ops.is_tensor(Y)
     assert tuple(ops.shape(X)) == (2, 5)
-    assert ops.to_numpy(X).dtype == np.int64 and ops.to_numpy(Y).dtype == np.int64
+    assert ops.to_numpy(X).dtype == token_dtype() and ops.to_numpy(Y).dtype == token_dtype()
 
 
 def test_shared_generator_when_no_rng():

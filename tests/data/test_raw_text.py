@@ -8,6 +8,7 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn.data import read_raw_text
+from tests.conftest import token_dtype
 
 
 def _file_text(path):
@@ -72,9 +73,9 @@ def test_split_is_the_last_tenth():
     np.testing.assert_array_equal(val_iter.corpus, indices[cut:])
     text = _file_text(d2l.corpus_path("tinyshakespeare"))
     assert _decode(val_iter.corpus, vocab) == text[cut:]
-    X, Y = next(iter(train_iter))  # the same iterators: int64 batches, Y one token ahead
+    X, Y = next(iter(train_iter))  # the same iterators: integer batches, Y one token ahead
     X, Y = d2l.ops.to_numpy(X), d2l.ops.to_numpy(Y)
-    assert X.shape == (64, 64) and X.dtype == np.int64
+    assert X.shape == (64, 64) and X.dtype == token_dtype()
     np.testing.assert_array_equal(X[:, 1:], Y[:, :-1])
 
 

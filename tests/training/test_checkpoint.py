@@ -178,9 +178,10 @@ def test_every_single_bit_flip_in_a_run_checkpoint_is_one_line_or_harmless(tmp_p
         except d2l.CheckpointError as err:
             assert "\n" not in str(err)
             outcomes["refused"] += 1
-    # Pinned from this code (2025-11): the CRCs and headers catch all but 3 flips, which land in zip
-    # fields the reader does not use (times, attributes).
-    assert outcomes == {"read": 3, "refused": 77}
+    # The CRCs and headers catch all but a few flips, which land in zip fields the reader does not use
+    # (times, attributes): 3 of the 80 on numpy, none on TensorFlow, whose metadata names another backend
+    # and so moves the drawn bits to other fields. At most 3 read keeps the pin's strength on both.
+    assert outcomes["read"] + outcomes["refused"] == 80 and outcomes["read"] <= 3, outcomes
 
 
 def test_the_optimizer_state_is_checked_from_its_headers(tmp_path):
