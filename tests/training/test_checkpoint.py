@@ -166,22 +166,36 @@ def test_every_single_bit_flip_in_a_run_checkpoint_is_one_line_or_harmless(tmp_p
     not use) or refused in one CheckpointError line, by the loader and by the optimizer state's reader."""
     path = _saved(tmp_path, "last.npz", optimizer=True)
     original = path.read_bytes()
+    expected = _contents(path)
     outcomes = {"read": 0, "refused": 0}
     for bit in np.random.default_rng(0).choice(8 * len(original), 80, replace=False).tolist():
         flipped = bytearray(original)
         flipped[bit // 8] ^= 1 << (bit % 8)
         path.write_bytes(bytes(flipped))
         try:
-            d2l.load_checkpoint(path)
-            checkpoint.load_optimizer_state(path)
-            outcomes["read"] += 1
+            read = _contents(path)
         except d2l.CheckpointError as err:
             assert "\n" not in str(err)
             outcomes["refused"] += 1
-    # The CRCs and headers catch all but a few flips, which land in zip fields the reader does not use
-    # (times, attributes): 3 of the 80 on numpy, none on TensorFlow, whose metadata names another backend
-    # and so moves the drawn bits to other fields. At most 3 read keeps the pin's strength on both.
-    assert outcomes["read"] + outcomes["refused"] == 80 and outcomes["read"] <= 3, outcomes
+            continue
+        # harmless: the flip landed in a zip field the reader does not use (times, attributes)
+        assert read.keys() == expected.keys()
+        for name in expected:
+            np.testing.assert_array_equal(read[name], expected[name], err_msg=f"bit {bit}: {name}")
+        outcomes["read"] += 1
+    # The CRCs and headers catch nearly all (measured 77, 80 and 75 of the 80 on numpy, TensorFlow and
+    # JAX: the metadata names the backend, so the drawn bits land in other fields on each).
+    assert outcomes["refused"] >= 70, outcomes
+
+
+def _contents(path):
+    """Every array a run's checkpoint gives back: the model's parameters and the optimizer's state."""
+    net, _, _ = d2l.load_checkpoint(path)
+    arrays = {f"param.{i}": d2l.to_numpy(p) for i, p in enumerate(net.params)}
+    state = checkpoint.load_optimizer_state(path)
+    arrays.update({f"optimizer.{i}": np.asarray(a) for i, a in enumerate(state["arrays"])})
+    arrays["t"] = np.asarray(state["t"])
+    return arrays
 
 
 def test_the_optimizer_state_is_checked_from_its_headers(tmp_path):
