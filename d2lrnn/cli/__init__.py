@@ -25,7 +25,7 @@ import os
 import sys
 
 from .._version import __version__
-from ..errors import D2LRNNError, TrainingError
+from ..errors import D2LRNNError
 from . import command, lm, saving, translate, use
 from .args import Parser
 from .lm import CELL_DEFAULTS, NGRAM_ORDERS, TRAIN_DEFAULTS
@@ -81,9 +81,7 @@ def main(argv=None):
         return exit_.code if isinstance(exit_.code, int) else 0
     try:
         return args.run(args)
-    except TrainingError as err:
-        return _fail(err, 1)
-    except D2LRNNError as err:
+    except D2LRNNError as err:  # a diverged run too: its settings are what to change (the line says)
         return _fail(err, 2)
     except MemoryError:
         return _fail(f"out of memory: use a smaller {_SMALLER.get(args.command, '--hidden')}", 2)

@@ -2,7 +2,7 @@
 a ``last.npz`` whose settings name a file (never opened), a folder that mixes two runs (an ``--overwrite``
 killed while it renamed its first epoch's files), a run that stopped early (finished: nothing changes),
 settings, histories and run ids that are not what a run writes, and a translation run that diverges to a
-finite loss (exit 1, the best model kept). Every refusal is one line, exit 2, and leaves the folder as it
+finite loss (exit 2, the best model kept). Every refusal is one line, exit 2, and leaves the folder as it
 was."""
 
 import contextlib
@@ -206,7 +206,7 @@ def test_a_symbolic_link_as_last_npz_is_not_followed(lm_run, tmp_path, capsys):
     assert "last.npz is a symbolic link: d2lrnn reads a run folder's own files" in capsys.readouterr().err
 
 
-def test_translation_that_diverges_to_a_finite_loss_exits_1_keeping_the_best_model(tmp_path, monkeypatch,
+def test_translation_that_diverges_to_a_finite_loss_exits_2_keeping_the_best_model(tmp_path, monkeypatch,
                                                                                    capsys):
     """Issue 32, case 8: a loss of 7.5e10 (numpy, --lr 1e10) or 1e31 (MXNet, TensorFlow, --lr 1e30) exited 0
     and saved the model. Epoch 2's loss is made 1e31 here, as those runs' was: the run stops in one line,
@@ -219,7 +219,7 @@ def test_translation_that_diverges_to_a_finite_loss_exits_1_keeping_the_best_mod
 
     monkeypatch.setattr(loop, "run_epoch", blows_up)
     run = tmp_path / "run"
-    assert cli.main(["translate-train", *PAIRS, "--epochs", "3", "--out", str(run)]) == 1
+    assert cli.main(["translate-train", *PAIRS, "--epochs", "3", "--out", str(run)]) == 2
     err = capsys.readouterr().err
     assert err == ("d2lrnn: error: training loss 1e+31 per token in epoch 2 is above log(2 x the target "
                    "vocabulary size 91) = 5.2 (a uniform guess scores log 91 = 4.51): the run diverged; "
@@ -230,7 +230,7 @@ def test_translation_that_diverges_to_a_finite_loss_exits_1_keeping_the_best_mod
 
 
 def test_translation_at_a_huge_learning_rate_is_caught_on_every_backend(tmp_path, capsys):
-    assert cli.main(["translate-train", *PAIRS, "--lr", "1e30", "--out", str(tmp_path / "run")]) == 1
+    assert cli.main(["translate-train", *PAIRS, "--lr", "1e30", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "the run diverged" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()  # no epoch finished: nothing saved, the empty folder removed

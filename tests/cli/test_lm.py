@@ -318,11 +318,11 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(argv, message, tmp_p
     assert sorted(os.listdir(tmp_path)) == ["a-file", "nan.npz", "torn.npz"]  # nothing written
 
 
-def test_divergence_exits_1_with_one_line_and_no_warning_before_it(tmp_path, capsys):
+def test_divergence_exits_2_with_one_line_and_no_warning_before_it(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a RuntimeWarning printed before the error line would fail here
         code = cli.main(["train", *TINY, "--lr", "1e38", "--clip", "1e38", "--out", str(tmp_path / "run")])
-    assert code == 1
+    assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("d2lrnn: error: loss became inf at epoch 1, step 2: the run diverged; lower the "
@@ -348,10 +348,10 @@ def _epoch_batches():
     return len(d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)[0])
 
 
-def test_a_diverged_run_exits_1_with_the_best_model_of_the_run_on_disk(tmp_path, monkeypatch, capsys):
+def test_a_diverged_run_exits_2_with_the_best_model_of_the_run_on_disk(tmp_path, monkeypatch, capsys):
     _switch_to_a_huge_learning_rate_after(monkeypatch, 2 * _epoch_batches())  # epochs 1-2 train normally
     out = tmp_path / "run"
-    assert cli.main(["train", *TINY, "--epochs", "4", "--out", str(out)]) == 1
+    assert cli.main(["train", *TINY, "--epochs", "4", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     net, _, info = d2l.load_checkpoint(out / "model.npz")
     best = min((v, e) for e, v in zip(info["history"]["epoch"], info["history"]["val_ppl"]))
@@ -373,7 +373,7 @@ def test_a_diverging_run_cannot_replace_a_good_model(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["train", *TINY, "--epochs", "1", "--lr", "1e6", "--out", out]) == 2
     assert "holds another run's checkpoint (model.npz, last.npz): pass --overwrite" in capsys.readouterr().err
-    assert cli.main(["train", *TINY, "--epochs", "1", "--lr", "1e6", "--out", out, "--overwrite"]) == 1
+    assert cli.main(["train", *TINY, "--epochs", "1", "--lr", "1e6", "--out", out, "--overwrite"]) == 2
     assert capsys.readouterr().err.endswith("no epoch finished, so nothing was saved\n")
     assert {name: (tmp_path / "D" / name).read_bytes() for name in RUN_FILES[1:]} == before
 

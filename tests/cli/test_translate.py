@@ -355,7 +355,7 @@ def test_bad_input_is_one_line_with_exit_code_2_and_nothing_lost(argv, message, 
     assert {path: path.read_bytes() for path in before} == before
 
 
-def test_divergence_exits_1_and_ctrl_c_exits_130_in_one_line_leaving_no_empty_folder(tmp_path, monkeypatch,
+def test_divergence_exits_2_and_ctrl_c_exits_130_in_one_line_leaving_no_empty_folder(tmp_path, monkeypatch,
                                                                                      capsys):
     diverged = "loss became nan at epoch 1, step 3: the run diverged; lower the learning rate (--lr)"
 
@@ -366,7 +366,7 @@ def test_divergence_exits_1_and_ctrl_c_exits_130_in_one_line_leaving_no_empty_fo
         raise KeyboardInterrupt
 
     for train, code, err in (
-            (diverges, 1, f"d2lrnn: error: {diverged}; no epoch finished, so nothing was saved\n"),
+            (diverges, 2, f"d2lrnn: error: {diverged}; no epoch finished, so nothing was saved\n"),
             (interrupted, 130, "\nd2lrnn: interrupted before the first epoch finished; nothing was saved\n")):
         monkeypatch.setattr(cli.translate, "train_encoder_decoder", train)
         assert cli.main(["translate-train", *TINY, "--out", str(tmp_path / "run")]) == code
