@@ -13,6 +13,11 @@ import types
 import numpy as np
 import pytest
 
+if os.environ.get("D2LRNN_BACKEND") == "jax" and "XLA_FLAGS" not in os.environ:
+    # The tests' programs are tiny: XLA's LLVM optimization passes cost far more than they save (a third
+    # of the JAX env's time). The same operations and the same checks, compiled without them; inherited,
+    # like the cache below, by the notebook kernels and command lines the tests start.
+    os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
 if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     # XLA compiling is most of a JAX test's time, and the suite builds the same programs many times:
     # new jitted steps of the same model in this process, and again in every notebook kernel and command
@@ -36,6 +41,32 @@ def token_dtype():
 #: takes more than ~30 s on an idle 2-core machine (a kernel importing TensorFlow, a command line
 #: training), so this only ever stops one that hangs, even on a machine many times busier.
 HANG_GUARD_SECONDS = 900
+
+
+#: The backend whose env runs the tests marked ``once`` (see :func:`pytest_collection_modifyitems`).
+ONCE_BACKEND = "numpy"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "once: what the test checks is backend-free code (argument parsing, run folders, input "
+        "fuzzing), the same on every backend: it runs in the numpy env only")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``once`` run in the numpy env and are deselected in the others.
+
+    tox runs the suite once per backend; a test of code that never reaches the backend (the command line's
+    argument and folder handling, the fuzzing of its inputs) would run the same code six times. Such a test is
+    marked ``once``; what does reach the backend beside it (training, saving, resuming, generating through the
+    command line, and the fuzzer's edge values) has tests of its own that every env runs.
+    """
+    if d2l.backend_name() == ONCE_BACKEND:
+        return
+    once = [item for item in items if item.get_closest_marker("once")]
+    if once:
+        config.hook.pytest_deselected(items=once)
+        items[:] = [item for item in items if not item.get_closest_marker("once")]
 
 
 @pytest.fixture

@@ -71,6 +71,7 @@ def _copy(run, to):
     return to
 
 
+@pytest.mark.once
 def test_a_last_npz_naming_a_file_never_makes_resume_open_it(lm_run, tmp_path, capsys):
     secret = tmp_path / "secret.txt"
     secret.write_text("password: hunter2\n" * 100)
@@ -89,6 +90,7 @@ def test_a_last_npz_naming_a_file_never_makes_resume_open_it(lm_run, tmp_path, c
     assert _files(run) == before
 
 
+@pytest.mark.once
 def test_a_translation_run_naming_a_pairs_file_neither_opens_nor_prints_it(tmp_path, capsys):
     run = tmp_path / "run"
     assert cli.main(["translate-train", *PAIRS, "--out", str(run)]) == 0
@@ -104,6 +106,7 @@ def test_a_translation_run_naming_a_pairs_file_neither_opens_nor_prints_it(tmp_p
                           "again with --pairs PATH") and err.count("\n") == 1
 
 
+@pytest.mark.once
 def test_a_folder_mixing_two_runs_is_refused_and_overwrite_mends_it(lm_run, tmp_path, monkeypatch, capsys):
     """An --overwrite run killed between the renames of its first epoch's files: its model.npz is in
     place, the rest is the old run's. (The kill is a failure raised after the first rename; kill -9 leaves
@@ -132,6 +135,7 @@ def test_a_folder_mixing_two_runs_is_refused_and_overwrite_mends_it(lm_run, tmp_
     assert cli.main(["train", "--resume", str(run), "--epochs", "2"]) == 0
 
 
+@pytest.mark.once
 def test_a_run_that_stopped_early_is_finished(tmp_path, monkeypatch, capsys):
     from d2lrnn.lm import train
 
@@ -160,6 +164,7 @@ def _set(*keys, value):
     return change
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("change, message", [
     (_set("hparams", "cell", value="foo"), "last.npz is corrupt: its setting cell is 'foo', not one of rnn"),
     (_set("hparams", "model", value="foo"), "its setting model is 'foo', not one of scratch, concise"),
@@ -185,6 +190,7 @@ def test_settings_a_new_run_refuses_are_refused_on_resume(change, message, lm_ru
     assert _files(run) == before
 
 
+@pytest.mark.once
 def test_foreign_files_in_out_are_refused_and_kept(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
@@ -197,6 +203,7 @@ def test_foreign_files_in_out_are_refused_and_kept(tmp_path, capsys):
                            "perplexity.png": b"\x89PNG\r\n\x1a\nmy own plot"}
 
 
+@pytest.mark.once
 def test_a_symbolic_link_as_last_npz_is_not_followed(lm_run, tmp_path, capsys):
     run = _copy(lm_run, tmp_path / "run")
     (run / "last.npz").rename(tmp_path / "elsewhere.npz")

@@ -4,6 +4,11 @@ Every run must end with exit 0, or with one line on stderr and exit 2 (a run tha
 never with a traceback or a warning. The corpora are random bytes: empty, binary,
 one character, one huge line, mixed scripts. Sizes stay small so that a run that is accepted
 trains in a moment.
+
+What the fuzzer explores (parsing, checking and refusing what a user typed) is backend-free code, so its
+150 examples run once, in the numpy env. What its accepted runs hand to a backend is pinned on every backend
+by :func:`test_the_edge_values_end_as_on_numpy_on_every_backend`: the extremes of each drawn value, with the
+exit code and the error each ends in.
 """
 
 import contextlib
@@ -12,6 +17,7 @@ import pathlib
 import tempfile
 import warnings
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -138,17 +144,23 @@ def _run(argv):
     return code, out.getvalue(), err.getvalue(), shown
 
 
+def _run_in(folder, argv, corpus):
+    """``argv`` run in ``folder``, beside ``corpus.txt`` holding ``corpus`` and a small ``model.npz``."""
+    (folder / "corpus.txt").write_bytes(corpus)
+    vocab = d2l.Vocab(list("abcdefghijklmnopqrstuvwxyz "))
+    d2l.save_checkpoint(folder / "model.npz", d2l.RNNModelScratch(len(vocab), 4), vocab)
+    with _inside(folder):  # default run folders go to a throw-away runs/
+        return _run(argv)
+
+
+@pytest.mark.once
 @FUZZ
 @given(data=st.data())
 def test_any_command_line_ends_in_exit_0_or_one_error_line(data):
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp)
         argv, corpus = data.draw(command_lines(folder), label="argv, corpus")
-        (folder / "corpus.txt").write_bytes(corpus)
-        vocab = d2l.Vocab(list("abcdefghijklmnopqrstuvwxyz "))
-        d2l.save_checkpoint(folder / "model.npz", d2l.RNNModelScratch(len(vocab), 4), vocab)
-        with _inside(folder):  # default run folders go to a throw-away runs/
-            code, out, err, shown = _run(argv)
+        code, out, err, shown = _run_in(folder, argv, corpus)
     event(f"exit {code}: {err.split(':')[2].strip()[:40] if code else argv[0]}")
     assert not shown, [str(w.message) for w in shown]
     if code == 0:
@@ -157,3 +169,41 @@ def test_any_command_line_ends_in_exit_0_or_one_error_line(data):
     assert code == 2, (code, err)
     assert err.count("\n") == 1 and err.startswith("d2lrnn"), err
     assert "Traceback" not in err
+
+
+ENGLISH = b"the quick brown fox\n" * 60
+MIXED = "时间旅行者 the time traveller Путешественник\n".encode() * 20
+SMALL_TRAIN = ["train", "--epochs", "1", "--hidden", "8", "--batch-size", "4", "--num-steps", "8"]
+#: The fuzzer's extremes, each with how it ends on numpy: (settings, corpus, exit code, start of the error).
+EDGES = [
+    (["--hidden", "1", "--batch-size", "1", "--num-steps", "1", "--max-tokens", "50"], ENGLISH, 0, ""),
+    (["--hidden", "1", "--batch-size", "1", "--num-steps", "1", "--max-tokens", "50"], MIXED, 0, ""),
+    (["--hidden", "24", "--batch-size", "8", "--num-steps", "12", "--epochs", "2", "--model", "concise",
+      "--sampling", "sequential", "--val-fraction", "0.5"], MIXED, 0, ""),
+    (["--val-fraction", "0.01", "--max-tokens", "3000", "--seed", "4294967295", "--model", "concise"],
+     ENGLISH, 0, ""),
+    (["--lr", "1e300", "--clip", "1e38"], ENGLISH, 2,
+     "the update at epoch 1, step 1 made parameters NaN or inf"),
+    (["--lr", "1e38", "--clip", "0.01"], ENGLISH, 2, "training perplexity inf in epoch 1 is above 2 x the"),
+    (["--val-fraction", "0.99"], ENGLISH, 2, "the training split of corpus"),
+    (["generate", "--prefix", "x", "--num-chars", "1", "--temperature", "0"], ENGLISH, 0, ""),
+    (["generate", "--prefix", "é中 x", "--num-chars", "40", "--temperature", "1e-30", "--seed", "0"],
+     ENGLISH, 0, ""),
+    (["generate", "--prefix", "the", "--num-chars", "40", "--temperature", "1e30", "--seed", "3"],
+     ENGLISH, 0, ""),
+]
+
+
+@pytest.mark.parametrize("settings, corpus, code, error", EDGES)
+def test_the_edge_values_end_as_on_numpy_on_every_backend(settings, corpus, code, error, tmp_path):
+    if settings[0] == "generate":
+        argv = settings + ["--checkpoint", str(tmp_path / "model.npz")]
+    else:
+        argv = SMALL_TRAIN + settings + ["--corpus", str(tmp_path / "corpus.txt"), "--no-progress"]
+    got, out, err, shown = _run_in(tmp_path, argv, corpus)
+    assert not shown, [str(w.message) for w in shown]
+    assert got == code, (got, err)
+    if code == 0:
+        assert err == "" and out, err
+    else:
+        assert err.startswith("d2lrnn: error: " + error) and err.count("\n") == 1, err

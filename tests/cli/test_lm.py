@@ -193,6 +193,7 @@ def test_init_uniform_starts_from_the_frameworks_weights_and_is_recorded(tmp_pat
     assert "argument --init: invalid choice: 'xavier'" in capsys.readouterr().err
 
 
+@pytest.mark.once
 def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_one_of_older_runs():
     import hashlib
 
@@ -205,6 +206,7 @@ def test_the_corpus_fingerprint_hashes_the_stored_bytes_and_can_give_the_int64_o
     assert corpus_digest(train_iter, val_iter, chunk=1000, int64=True) == expected.hexdigest()
 
 
+@pytest.mark.once
 def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
     run = tmp_path / "run"
     assert cli.main(["train", *TINY, "--epochs", "1", "--out", str(run)]) == 0
@@ -220,6 +222,7 @@ def test_a_run_saved_with_the_int64_fingerprint_resumes(tmp_path, capsys):
     assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"] == [1, 2]
 
 
+@pytest.mark.once
 def test_help_is_readable(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out
@@ -301,6 +304,7 @@ def _nan_checkpoint(path):
     np.savez(path, **arrays)
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("argv, message", BAD_ARGUMENTS)
 def test_bad_arguments_are_one_line_errors_with_exit_code_2(argv, message, tmp_path, monkeypatch, capsys,
                                                             backend):
@@ -440,6 +444,7 @@ def test_an_interrupted_run_resumes_to_the_result_of_a_run_never_interrupted(tmp
         assert (h1["epoch"], h1["train_ppl"], h1["val_ppl"]) == (h2["epoch"], h2["train_ppl"], h2["val_ppl"])
 
 
+@pytest.mark.once
 def test_resume_keeps_the_run_settings_and_can_add_epochs(tmp_path, capsys):
     run = str(tmp_path / "run")
     assert cli.main(["train", *TINY, "--epochs", "1", "--out", run]) == 0
@@ -455,6 +460,7 @@ def test_resume_keeps_the_run_settings_and_can_add_epochs(tmp_path, capsys):
     assert info["hparams"]["hidden"] == 16 and info["resume"]["epoch"] == 2
 
 
+@pytest.mark.once
 def test_raw_trains_on_every_character_of_the_text_and_resumes_raw(tmp_path, capsys):
     run = tmp_path / "run"
     args = ["train", *TINY, "--corpus", "tinyshakespeare", "--raw", "--epochs", "1", "--out", str(run)]
@@ -472,6 +478,7 @@ def test_raw_trains_on_every_character_of_the_text_and_resumes_raw(tmp_path, cap
     assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"] == [1, 2]
 
 
+@pytest.mark.once
 def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_path, capsys):
     corpus = tmp_path / "data.txt"
     corpus.write_text("the time traveller said " * 200)
@@ -502,6 +509,7 @@ def test_resume_refuses_a_corpus_that_changed_and_a_damaged_resume_state(tmp_pat
     assert err.count("\n") == 1
 
 
+@pytest.mark.once
 def test_default_folders_are_fresh_per_run(tmp_path, monkeypatch, backend):
     monkeypatch.chdir(tmp_path)
     for _ in range(2):
@@ -519,6 +527,7 @@ def test_default_folders_are_fresh_per_run(tmp_path, monkeypatch, backend):
         assert hparams["corpus_path"] == str(tmp_path / name / "data.txt")
 
 
+@pytest.mark.once
 def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
     from d2lrnn.training.runs import open_run_folder
 
@@ -528,6 +537,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_at_once(tmp_path, capsys):
     assert err.startswith(f"d2lrnn: error: another d2lrnn run (pid {os.getpid()}) is writing to {tmp_path}")
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("failure", ["disk full", "a folder in the way"])
 def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failure, tmp_path, monkeypatch,
                                                                           capsys):
@@ -560,6 +570,7 @@ def test_a_write_error_is_one_line_exit_2_and_keeps_the_last_complete_set(failur
     assert epochs == [[1], [1]] and len((tmp_path / "metrics.csv").read_text().splitlines()) == 2
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("how", ["folder in the way", "not writable"])
 def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, monkeypatch, capsys):
     if how == "folder in the way":
@@ -577,6 +588,7 @@ def test_an_unusable_output_folder_is_refused_before_training(how, tmp_path, mon
     assert message in captured.err and captured.err.count("\n") == 1
 
 
+@pytest.mark.once
 def test_huge_perplexities_are_printed_compactly():
     table = cli.lm.perplexity_table("scratch", 1.5e84, math.inf, {1: 17.0, 2: 10.0, 3: 6.9, 5: 5.2})
     assert "RNN (scratch)      1.5e+84         inf" in table
@@ -596,6 +608,7 @@ def test_generate_takes_a_run_folder(tiny_run, capsys):
     assert capsys.readouterr().out == d2l.predict_ch8("time traveller", 10, net, vocab) + "\n"
 
 
+@pytest.mark.once
 def test_ctrl_c_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -607,6 +620,7 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "run").exists()  # the folder this run made holds nothing: it is removed
 
 
+@pytest.mark.once
 def test_sample_prefixes_of_other_corpora_come_from_the_validation_text():
     _, val_iter, vocab = d2l.load_data_lm("tinyshakespeare", 4, 8, False, 20000, 0.1)
     text = "".join(vocab.to_tokens(list(val_iter.corpus)))
@@ -619,6 +633,7 @@ def test_sample_prefixes_of_other_corpora_come_from_the_validation_text():
 
 
 
+@pytest.mark.once
 def test_baselines_of_a_large_text_are_fitted_on_a_sample_and_the_output_says_so(tmp_path, capsys,
                                                                                  monkeypatch):
     from d2lrnn.data import ngram
@@ -686,6 +701,7 @@ def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, m
         np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
 
 
+@pytest.mark.once
 def test_too_long_a_warmup_and_patience_without_improvement(tmp_path, monkeypatch, capsys):
     assert cli.main(["train", *TINY, "--warmup", "100000", "--schedule", "cosine",
                      "--out", str(tmp_path / "a")]) == 2

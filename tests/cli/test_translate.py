@@ -217,6 +217,7 @@ def test_a_run_interrupted_in_epoch_2_resumes_to_the_result_of_a_run_never_inter
     assert columns[1] == columns[0] and len(columns[0]) == 3  # header, epochs 1 and 2: the same numbers
 
 
+@pytest.mark.once
 def test_resume_keeps_the_run_settings(tiny_run, capsys):
     _, out, _ = tiny_run
     before = {name: (out / name).read_bytes() for name in RUN_FILES[1:]}
@@ -264,6 +265,7 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
                                        "minutes: pass --minutes M with M > 50 to train it further\n")
 
 
+@pytest.mark.once
 def test_help_lists_the_translation_commands_and_their_defaults(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out
@@ -332,6 +334,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("argv, message", BAD_INPUT)
 def test_bad_input_is_one_line_with_exit_code_2_and_nothing_lost(argv, message, tiny_run, tmp_path,
                                                                  monkeypatch, capsys, backend):

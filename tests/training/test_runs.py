@@ -14,6 +14,7 @@ from d2lrnn.training import runs
 from d2lrnn.training.atomic import stale_temps
 
 ROOT = pathlib.Path(d2l.__file__).resolve().parents[1]
+pytestmark = pytest.mark.once  # files and locks: no array reaches a backend (the kill -9 saver runs on numpy)
 
 
 def test_default_folders_get_a_fresh_number_per_run(tmp_path):
