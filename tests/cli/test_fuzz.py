@@ -12,6 +12,7 @@ exit code and the error each ends in.
 """
 
 import contextlib
+import gc
 import io
 import pathlib
 import tempfile
@@ -135,6 +136,9 @@ def _inside(folder):
 
 
 def _run(argv):
+    # Garbage of earlier tests (the notebook tests' kernel client leaves sockets to the collector) must not
+    # be collected while warnings are recorded: only warnings of this command line count.
+    gc.collect()
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err):
