@@ -24,7 +24,7 @@ def main(args):
     os.environ.setdefault("D2LRNN_BACKEND", "tensorflow")
     import pytest
 
-    return pytest.main(["-q", "-p", "no:cacheprovider", *(args or KERAS_DEPENDENT)])
+    return pytest.main(["-q", "-p", "no:cacheprovider", "--durations=10", *(args or KERAS_DEPENDENT)])
 
 
 if __name__ == "__main__":
