@@ -48,20 +48,26 @@ def fit(net, data_iter, num_epochs, step):
     return per_token
 
 
-def greedy_words(decode_one, bos, eos, num_steps):
-    """The reader's greedy decoding: ``decode_one(token)`` feeds one target token and returns the next."""
-    words, token = [], bos
-    for _ in range(num_steps):
-        token = decode_one(token)
-        if token == eos:
-            break
-        words.append(token)
-    return words
-
-
 def source_ids(sentence, src_vocab, num_steps):
     ids = src_vocab[sentence.lower().split(" ")] + [src_vocab["<eos>"]]
     return d2l.truncate_pad(ids, num_steps, src_vocab["<pad>"]), len(ids)
+
+
+def greedy_translation(net, sentence, src_vocab, tgt_vocab, num_steps, array, argmax=None, **call):
+    """The reader's greedy decoding of one sentence: ``array(data)`` makes their framework's tensor,
+    ``argmax(row)`` picks a token (the framework's ``row.argmax()`` if not given), ``call`` goes to every
+    module call (Keras: ``training=False``)."""
+    ids, length = source_ids(sentence, src_vocab, num_steps)
+    valid_len = array([length])
+    state = net.decoder.init_state(net.encoder(array([ids]), valid_len, **call), valid_len)
+    words, token = [], tgt_vocab["<bos>"]
+    for _ in range(num_steps):
+        logits, state = net.decoder(array([[token]]), state, **call)
+        token = int(logits[0, -1].argmax()) if argmax is None else argmax(logits[0, -1])
+        if token == tgt_vocab["<eos>"]:
+            break
+        words.append(token)
+    return " ".join(tgt_vocab.to_tokens(words))
 
 
 class TorchReader:
@@ -156,19 +162,9 @@ class TorchReader:
         return fit(net, data_iter, num_epochs, step)
 
     def translate(self, net, sentence, src_vocab, tgt_vocab, num_steps, device):
-        torch = self.torch
         net.eval()
-        ids, length = source_ids(sentence, src_vocab, num_steps)
-        valid_len = torch.tensor([length], device=device)
-        state = net.decoder.init_state(net.encoder(torch.tensor([ids], device=device), valid_len), valid_len)
-
-        def decode_one(token):
-            nonlocal state
-            logits, state = net.decoder(torch.tensor([[token]], device=device), state)
-            return int(logits[0, -1].argmax())
-
-        return " ".join(tgt_vocab.to_tokens(greedy_words(decode_one, tgt_vocab["<bos>"], tgt_vocab["<eos>"],
-                                                         num_steps)))
+        return greedy_translation(net, sentence, src_vocab, tgt_vocab, num_steps,
+                                  lambda data: self.torch.tensor(data, device=device))
 
     def predict(self, net, sentence, src_vocab, tgt_vocab, num_steps):
         return d2l.predict_seq2seq(net, sentence, src_vocab, tgt_vocab, num_steps, self.device)
@@ -270,17 +266,8 @@ class GluonReader:
     def translate(self, net, sentence, src_vocab, tgt_vocab, num_steps, device):
         from mxnet import np
 
-        ids, length = source_ids(sentence, src_vocab, num_steps)
-        valid_len = np.array([length], ctx=device)
-        state = net.decoder.init_state(net.encoder(np.array([ids], ctx=device), valid_len), valid_len)
-
-        def decode_one(token):
-            nonlocal state
-            logits, state = net.decoder(np.array([[token]], ctx=device), state)
-            return int(logits[0, -1].argmax())
-
-        return " ".join(tgt_vocab.to_tokens(greedy_words(decode_one, tgt_vocab["<bos>"], tgt_vocab["<eos>"],
-                                                         num_steps)))
+        return greedy_translation(net, sentence, src_vocab, tgt_vocab, num_steps,
+                                  lambda data: np.array(data, ctx=device))
 
     def predict(self, net, sentence, src_vocab, tgt_vocab, num_steps):
         return d2l.predict_seq2seq(net, sentence, src_vocab, tgt_vocab, num_steps, self.device)
@@ -394,18 +381,8 @@ class KerasReader:
 
     def translate(self, net, sentence, src_vocab, tgt_vocab, num_steps, device):
         tf = self.tf
-        ids, length = source_ids(sentence, src_vocab, num_steps)
-        valid_len = tf.constant([length])
-        enc_outputs = net.encoder(tf.constant([ids]), valid_len, training=False)
-        state = net.decoder.init_state(enc_outputs, valid_len)
-
-        def decode_one(token):
-            nonlocal state
-            logits, state = net.decoder(tf.constant([[token]]), state, training=False)
-            return int(tf.argmax(logits[0, -1]))
-
-        return " ".join(tgt_vocab.to_tokens(greedy_words(decode_one, tgt_vocab["<bos>"], tgt_vocab["<eos>"],
-                                                         num_steps)))
+        return greedy_translation(net, sentence, src_vocab, tgt_vocab, num_steps, tf.constant,
+                                  lambda row: int(tf.argmax(row)), training=False)
 
     def predict(self, net, sentence, src_vocab, tgt_vocab, num_steps):
         return d2l.predict_seq2seq(net, sentence, src_vocab, tgt_vocab, num_steps)  # TensorFlow's: no device
@@ -518,20 +495,9 @@ class PaddleReader:
         return fit(net, data_iter, num_epochs, step)
 
     def translate(self, net, sentence, src_vocab, tgt_vocab, num_steps, device):
-        paddle = self.paddle
         net.eval()
-        ids, length = source_ids(sentence, src_vocab, num_steps)
-        valid_len = paddle.to_tensor([length], place=device)
-        enc_outputs = net.encoder(paddle.to_tensor([ids], place=device), valid_len)
-        state = net.decoder.init_state(enc_outputs, valid_len)
-
-        def decode_one(token):
-            nonlocal state
-            logits, state = net.decoder(paddle.to_tensor([[token]], place=device), state)
-            return int(logits[0, -1].argmax())
-
-        return " ".join(tgt_vocab.to_tokens(greedy_words(decode_one, tgt_vocab["<bos>"], tgt_vocab["<eos>"],
-                                                         num_steps)))
+        return greedy_translation(net, sentence, src_vocab, tgt_vocab, num_steps,
+                                  lambda data: self.paddle.to_tensor(data, place=device))
 
     def predict(self, net, sentence, src_vocab, tgt_vocab, num_steps):
         return d2l.predict_seq2seq(net, sentence, src_vocab, tgt_vocab, num_steps, self.device)
