@@ -656,19 +656,25 @@ class _FakeBar:
         self.postfix.append((dict(info), refresh))
 
 
-def test_train_ch8_feeds_the_live_plot_and_the_progress_bar(monkeypatch):
-    from d2lrnn.training import loop as train
+@pytest.fixture
+def bars(monkeypatch):
+    """The progress bars the training loop opens, as :class:`_FakeBar` s, in order."""
+    from d2lrnn.training import loop
 
-    bars = []
+    opened = []
 
     @contextlib.contextmanager
     def progress_bar(**kwargs):
-        bars.append(_FakeBar(**kwargs))
-        yield bars[-1]
+        opened.append(_FakeBar(**kwargs))
+        yield opened[-1]
 
+    monkeypatch.setattr(loop, "progress_bar", progress_bar)
+    return opened
+
+
+def test_train_ch8_feeds_the_live_plot_and_the_progress_bar(monkeypatch, bars):
     _FakeAnimator.made = []
-    monkeypatch.setattr(train, "Animator", _FakeAnimator)
-    monkeypatch.setattr(train, "progress_bar", progress_bar)
+    monkeypatch.setattr(d2lrnn.training.loop, "Animator", _FakeAnimator)
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
     history = d2l.train_ch8(net, batches, None, 1.0, 3, val_iter=batches[:2], plot=True, verbose=False,
@@ -693,17 +699,7 @@ def test_train_ch8_feeds_the_live_plot_and_the_progress_bar(monkeypatch):
     assert bars[-1].kwargs["disable"] is True
 
 
-def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(monkeypatch):
-    from d2lrnn.training import loop as train
-
-    bars = []
-
-    @contextlib.contextmanager
-    def progress_bar(**kwargs):
-        bars.append(_FakeBar(**kwargs))
-        yield bars[-1]
-
-    monkeypatch.setattr(train, "progress_bar", progress_bar)
+def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(monkeypatch, bars):
     net = d2l.RNNModelScratch(12, 5)
     batches = _batches(n=4)
     monkeypatch.setattr(d2lrnn.training.metrics, "time", as_time_module(ticking_clock(1.0)))
@@ -713,7 +709,7 @@ def test_continuing_a_run_redraws_its_history_and_counts_only_the_new_batches(mo
     assert first["seconds"] == [3.0, 6.0, 9.0]
     first["seconds"] = [100.0, 200.0, 300.0]  # as if the first run had taken longer
     _FakeAnimator.made = []
-    monkeypatch.setattr(train, "Animator", _FakeAnimator)
+    monkeypatch.setattr(d2lrnn.training.loop, "Animator", _FakeAnimator)
     history = d2l.train_ch8(net, batches, None, 1.0, 4, val_iter=batches[:1], verbose=False, history=first,
                             return_history=True)
     assert _FakeAnimator.made[0].points[:3] == [(e, [first["train_ppl"][e - 1], first["val_ppl"][e - 1]])
@@ -855,17 +851,7 @@ def test_a_history_that_is_not_train_ch8s_is_refused_word_for_word():
                               "tokens_per_sec, seconds), got list")
 
 
-def test_training_data_without_a_length_trains_with_an_open_progress_bar(monkeypatch):
-    from d2lrnn.training import loop as train
-
-    bars = []
-
-    @contextlib.contextmanager
-    def progress_bar(**kwargs):
-        bars.append(_FakeBar(**kwargs))
-        yield bars[-1]
-
-    monkeypatch.setattr(train, "progress_bar", progress_bar)
+def test_training_data_without_a_length_trains_with_an_open_progress_bar(monkeypatch, bars):
 
     class Stream:  # an iterable without __len__, as a generator of minibatches is
         def __iter__(self):
