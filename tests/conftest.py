@@ -49,17 +49,18 @@ ONCE_BACKEND = "numpy"
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "once: what the test checks is backend-free code (argument parsing, run folders, input "
-        "fuzzing), the same on every backend: it runs in the numpy env only")
+        "markers", "once: what the test checks is code above the backend (argument parsing, run folders, "
+        "input fuzzing), the same on every backend: it runs in the numpy env only")
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``once`` run in the numpy env and are deselected in the others.
 
-    tox runs the suite once per backend; a test of code that never reaches the backend (the command line's
-    argument and folder handling, the fuzzing of its inputs) would run the same code six times. Such a test is
-    marked ``once``; what does reach the backend beside it (training, saving, resuming, generating through the
-    command line, and the fuzzer's edge values) has tests of its own that every env runs.
+    tox runs the suite once per backend. A test whose subject is code above the backend (the command
+    line's argument, folder and resume-settings handling, run-folder locks, the fuzzing of its inputs)
+    would check the same code six times, even where it trains a tiny model on the way; such a test is
+    marked ``once``. What that code hands to a backend (training, saving, resuming and generating through
+    the command line, divergence, the fuzzer's extreme values) has tests of its own that every env runs.
     """
     if d2l.backend_name() == ONCE_BACKEND:
         return
