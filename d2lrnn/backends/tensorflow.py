@@ -540,8 +540,9 @@ def scan(step, carry, xs, reverse=False):
 
 
 #: What tracing raises for Python code that graphs cannot hold, such as the book's loop
-#: ``for X in inputs: ... outputs.append(Y)`` over a tensor (AutoGraph turns it into a
-#: ``tf.while_loop``, and the list then holds tensors of the loop's inner graph).
+#: ``for X in inputs: ... outputs.append(Y)`` over a tensor: iterating over a traced tensor is refused
+#: (with AutoGraph, a user's own ``tf.function``, the loop becomes a ``tf.while_loop`` and the list then
+#: holds tensors of the loop's inner graph, refused when they are used).
 try:
     from tensorflow.python.framework.errors_impl import InaccessibleTensorError
 except ImportError:  # moved: any ValueError while tracing then falls back (and, if real, recurs eagerly)
@@ -558,7 +559,13 @@ def compile(fn):  # noqa: A001
     # reader's own forward function written as the book writes it: a Python loop over the time
     # steps of a tensor that appends to a list) runs eagerly instead, slower but the same numbers,
     # as the book's TensorFlow code itself runs it.
-    graph = tf.function(fn, reduce_retracing=False)
+    #
+    # Without AutoGraph: d2lrnn's compiled code has no Python branch or loop on a tensor's value (JAX's
+    # ``jit`` could not trace it either), so converting it to graph control flow only costs time (a
+    # tenth of the TensorFlow tests' time) and leaves a generated source file per function in the
+    # temporary folder. A reader's loop over a tensor's steps is refused by the trace either way and
+    # runs eagerly, as above.
+    graph = tf.function(fn, reduce_retracing=False, autograph=False)
     eager = False
 
     def step(*args):

@@ -51,7 +51,16 @@ def test_a_folder_in_the_way_is_found_before_anything_is_replaced(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
 
 
-def test_ctrl_c_during_the_renames_comes_after_the_whole_set(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt, as in a terminal: a test run started in the background (``pytest &``
+    in a script) inherits SIGINT ignored, and the signal would do nothing."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_during_the_renames_comes_after_the_whole_set(tmp_path, monkeypatch, ctrl_c_raises):
     real_replace = os.replace
     renamed = []
 
