@@ -13,11 +13,11 @@ import types
 import numpy as np
 import pytest
 
-if os.environ.get("D2LRNN_BACKEND") == "jax" and "XLA_FLAGS" not in os.environ:
+if os.environ.get("D2LRNN_BACKEND") == "jax":
+    # Set before JAX loads, and inherited by the notebook kernels and command lines the tests start.
     # The tests' programs are tiny: XLA's LLVM optimization passes cost far more than they save (a third
-    # of the JAX env's time). The same operations and the same checks, compiled without them; inherited,
-    # like the cache below, by the notebook kernels and command lines the tests start.
-    os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+    # of the JAX env's time). The same operations and the same checks, compiled without them.
+    os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     # XLA compiling is most of a JAX test's time, and the suite builds the same programs many times:
     # new jitted steps of the same model in this process, and again in every notebook kernel and command
@@ -36,6 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def token_dtype():
     """The dtype of token batches on the active backend: int64, int32 on TensorFlow (as the book's)."""
     return np.int32 if d2l.backend_name() == "tensorflow" else np.int64
+
 
 #: A hang guard, not a speed limit, for the child processes and notebook cells the tests start: none
 #: takes more than ~30 s on an idle 2-core machine (a kernel importing TensorFlow, a command line
@@ -67,7 +68,7 @@ def pytest_collection_modifyitems(config, items):
     once = [item for item in items if item.get_closest_marker("once")]
     if once:
         config.hook.pytest_deselected(items=once)
-        items[:] = [item for item in items if not item.get_closest_marker("once")]
+        items[:] = [item for item in items if item not in once]
 
 
 @pytest.fixture

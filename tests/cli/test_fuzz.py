@@ -88,6 +88,9 @@ TEXT_CORPORA = st.one_of(
 CORPUS_BYTES = st.one_of(ODD_CORPORA, TEXT_CORPORA, TEXT_CORPORA)
 
 
+#: A small training run; flags that follow override these. The book's 30 epochs of 512 units would take
+#: minutes per example.
+SMALL_TRAIN = ["train", "--epochs", "1", "--hidden", "8", "--batch-size", "4", "--num-steps", "8"]
 #: What each generated command line gets wrong, if anything: half of them are meant to run.
 SCENARIOS = ("valid", "valid", "valid", "odd value", "odd corpus", "odd path")
 
@@ -101,10 +104,7 @@ def command_lines(draw, folder):
     flags = draw(st.lists(st.sampled_from(sorted(values)), min_size=scenario == "odd value", max_size=6,
                           unique=True))
     odd = draw(st.sampled_from(flags)) if flags and scenario == "odd value" else None
-    # Small defaults first (a flag drawn below overrides them): the book's 30 epochs of 512 units would
-    # take minutes per example.
-    argv = [command] + (["--epochs", "1", "--hidden", "8", "--batch-size", "4", "--num-steps", "8"]
-                        if command == "train" else [])
+    argv = list(SMALL_TRAIN) if command == "train" else [command]
     for flag in flags:
         argv += [flag, draw(_odd_for(flag) if flag == odd else values[flag])]
     corpus = draw(ODD_CORPORA if scenario == "odd corpus" else TEXT_CORPORA)
@@ -177,7 +177,6 @@ def test_any_command_line_ends_in_exit_0_or_one_error_line(data):
 
 ENGLISH = b"the quick brown fox\n" * 60
 MIXED = "时间旅行者 the time traveller Путешественник\n".encode() * 20
-SMALL_TRAIN = ["train", "--epochs", "1", "--hidden", "8", "--batch-size", "4", "--num-steps", "8"]
 #: The fuzzer's extremes, each with how it ends on numpy: (settings, corpus, exit code, start of the error).
 EDGES = [
     (["--hidden", "1", "--batch-size", "1", "--num-steps", "1", "--max-tokens", "50"], ENGLISH, 0, ""),
