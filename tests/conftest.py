@@ -19,7 +19,8 @@ if os.environ.get("D2LRNN_BACKEND") == "jax":
     # XLA's LLVM optimization passes were a third of the JAX env's time; its newer fusion emitters (MLIR)
     # a quarter of what was left (an eager operation compiled in ~30 ms with them, ~20 ms without). The
     # same operations and the same checks, compiled by the older emitters without the LLVM passes.
-    os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
+    os.environ.setdefault("XLA_FLAGS",
+                          "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
 if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     # XLA compiling is most of a JAX test's time, and the suite builds the same programs many times:
     # new jitted steps of the same model in this process, and again in every notebook kernel and command
