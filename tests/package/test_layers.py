@@ -1,6 +1,6 @@
 """The package's architecture, read from its source: every module imports only from the layers below its
-own (or from its own folder), never from the package face (``d2lrnn/__init__.py``), and no chain of
-imports comes back to where it started.
+own (or from its own folder), never from the package faces (``d2lrnn/__init__.py``, and ``d2lrnn/zh/``: the
+same face with the backend in the import line), and no chain of imports comes back to where it started.
 
 The layers, bottom up (units in parentheses may import each other; the others of a layer may not)::
 
@@ -24,7 +24,7 @@ LAYERS = [[("errors", "checks", "_version")], [("backends", "ops")], [("data",),
           [("training",)], [("lm",), ("seq2seq",)], [("book",), ("cli",)]]
 LEVEL = {unit: level for level, groups in enumerate(LAYERS) for group in groups for unit in group}
 GROUP = {unit: group for groups in LAYERS for group in groups for unit in group}
-FACE = ("__init__", "__main__")  # the package face: it may import anything, and nothing imports it
+FACE = ("__init__", "__main__", "zh")  # the package faces: they may import anything, and nothing imports them
 
 
 def module_name(path):
@@ -79,6 +79,12 @@ def test_every_unit_of_the_package_has_a_layer():
 def test_no_module_imports_the_package_face():
     wrong = [f"{name} imports d2lrnn's face" for name, targets in graph().items()
              if unit_of(name) not in ("", *FACE) and "d2lrnn" in targets]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_the_pinned_faces():
+    wrong = [f"{name} imports {target}" for name, targets in graph().items() if unit_of(name) not in FACE
+             for target in targets if unit_of(target) == "zh"]
     assert not wrong, "\n".join(wrong)
 
 

@@ -1,0 +1,93 @@
+"""``from d2lrnn.zh import <framework> as d2l``: the package face, on the backend the import line names."""
+
+import importlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import d2lrnn
+from d2lrnn.zh import _pinned
+
+TENSOR_MODULES = {"numpy": "numpy", "torch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet",
+                  "jax": "jaxlib", "paddle": "paddle"}  # a jax.Array is a jaxlib ArrayImpl
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No d2lrnn.zh module imported yet in this process (put back as it was afterwards)."""
+    monkeypatch.setattr(_pinned, "_pinned", None)
+    for name in [m for m in sys.modules if m.startswith("d2lrnn.zh.") and m != "d2lrnn.zh._pinned"]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def _import(name):
+    return importlib.import_module(f"d2lrnn.zh.{name}")
+
+
+def _other(backend):
+    """A backend whose framework this env does not install (each env has its own framework only)."""
+    return "jax" if backend != "jax" else "torch"
+
+
+def test_the_import_line_chooses_the_backend_and_says_so_once_where_the_variable_differs(backend, fresh,
+                                                                                          monkeypatch):
+    differing = "numpy" if backend != "numpy" else "torch"
+    monkeypatch.setenv("D2LRNN_BACKEND", differing)
+    with pytest.warns(_pinned.BackendChoiceWarning) as said:
+        d2l = _import(backend)
+    assert [str(w.message) for w in said] == [
+        f"D2LRNN_BACKEND={differing}, but the import line names {backend}: d2lrnn runs on {backend}"]
+    assert d2l.backend_name() == d2lrnn.backend_name() == backend
+    # the book's names, computing on the framework's tensors
+    X = d2l.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert type(X).__module__.split(".")[0] == TENSOR_MODULES[backend]
+    np.testing.assert_array_equal(d2l.to_numpy(d2l.matmul(X, d2l.transpose(X))), [[5, 14], [14, 50]])
+    assert d2l.RNNModelScratch is d2lrnn.RNNModelScratch and d2l.plt.__name__ == "matplotlib.pyplot"
+    assert set(d2l.__all__) == set(d2lrnn.__all__) and "train_ch8" in dir(d2l)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # imported again: nothing more said
+        assert importlib.reload(d2l).backend_name() == backend
+
+
+def test_no_warning_where_the_variable_agrees_or_is_unset(backend, fresh, monkeypatch):
+    for setting in (backend, None):
+        if setting is None:
+            monkeypatch.delenv("D2LRNN_BACKEND", raising=False)
+        else:
+            monkeypatch.setenv("D2LRNN_BACKEND", setting)
+        monkeypatch.setattr(_pinned, "_pinned", None)
+        monkeypatch.delitem(sys.modules, f"d2lrnn.zh.{backend}", raising=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert _import(backend).backend_name() == backend
+
+
+def test_a_second_framework_in_one_process_is_refused_in_one_line(backend, fresh):
+    _import(backend)
+    other = _other(backend)
+    with pytest.raises(d2lrnn.BackendError) as refused:
+        _import(other)
+    assert str(refused.value) == (
+        f"d2lrnn.zh.{backend} is in use in this process, so d2lrnn.zh.{other} cannot be: a process runs one "
+        f"framework; start a new Python (or notebook kernel) for {other}")
+    assert d2lrnn.backend_name() == backend  # nothing changed
+    assert f"d2lrnn.zh.{other}" not in sys.modules
+
+
+def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(backend, fresh, monkeypatch):
+    monkeypatch.delenv("D2LRNN_BACKEND", raising=False)
+    other = _other(backend)
+    with pytest.raises(d2lrnn.BackendError) as missing:
+        _import(other)
+    message = str(missing.value)
+    assert "\n" not in message and f'pip install "d2lrnn[{other}]"' in message, message
+    assert d2lrnn.backend_name() == backend and _pinned._pinned is None  # nothing changed
+    assert _import(backend).backend_name() == backend  # and the env's own framework still can be
+
+
+def test_every_backend_has_its_module():
+    names = {p.stem for p in __import__("pathlib").Path(_pinned.__file__).parent.glob("*.py")} - {"__init__",
+                                                                                                   "_pinned"}
+    assert names == set(d2lrnn.available_backends())
