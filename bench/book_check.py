@@ -9,8 +9,8 @@ the book is not stored in the repository). For each section and column the check
 section's code cells for the column's framework, in order: the cells tagged ``#@tab`` with that
 framework or ``all`` (untagged cells are MXNet's, as in the book's sources). It changes nothing but:
 
-* the import line: ``from d2l import torch as d2l`` (or mxnet, tensorflow) becomes ``import d2lrnn as
-  d2l``;
+* the import line: ``from d2l import torch as d2l`` (or mxnet, tensorflow, paddle) becomes
+  ``from d2lrnn.zh import torch as d2l``;
 * the epoch counts, so a section runs in minutes: on a line that sets ``num_epochs``, 500 becomes 30
   and 300 (seq2seq) becomes 60 (``Edition.epochs``; ``--epochs 500=3 300=6`` sets others);
 * IPython's ``%`` lines (``%matplotlib inline``) are dropped.
@@ -68,7 +68,7 @@ EDITIONS = {
         sections=("sequence", "text-preprocessing", "language-models-and-dataset", "rnn", "rnn-scratch",
                   "rnn-concise", "bptt", "gru", "lstm", "deep-rnn", "bi-rnn",
                   "machine-translation-and-dataset", "encoder-decoder", "seq2seq", "beam-search"),
-        imports={f"from d2l import {fw} as d2l": "import d2lrnn as d2l"
+        imports={f"from d2l import {fw} as d2l": f"from d2lrnn.zh import {fw} as d2l"
                  for fw in ("torch", "mxnet", "tensorflow", "paddle")},
         epochs={500: 30, 300: 60},
     ),
