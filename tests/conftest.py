@@ -21,15 +21,15 @@ if os.environ.get("D2LRNN_BACKEND") == "jax":
     # same operations and the same checks, compiled by the older emitters without the LLVM passes.
     os.environ.setdefault("XLA_FLAGS",
                           "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
-if os.environ.get("D2LRNN_BACKEND") == "jax" and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    # XLA compiling is most of a JAX test's time, and the suite builds the same programs many times:
-    # new jitted steps of the same model in this process, and again in every notebook kernel and command
-    # line it starts. One compilation cache for the session (set before JAX loads, and inherited by those
-    # processes) compiles each program once; a fresh directory, so nothing carries over between runs.
-    _jax_cache = tempfile.mkdtemp(prefix="d2lrnn-test-jax-cache-")
-    atexit.register(shutil.rmtree, _jax_cache, True)
-    os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    # The suite also builds the same programs many times: new jitted steps of the same model in this
+    # process, and again in every notebook kernel and command line it starts. One compilation cache for
+    # the session compiles each program once; a fresh directory, so nothing carries over between runs.
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        _jax_cache = tempfile.mkdtemp(prefix="d2lrnn-test-jax-cache-")
+        atexit.register(shutil.rmtree, _jax_cache, True)
+        os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
+                          JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                          JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import d2lrnn as d2l  # noqa: E402
 

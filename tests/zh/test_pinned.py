@@ -1,6 +1,7 @@
 """``from d2lrnn.zh import <framework> as d2l``: the package face, on the backend the import line names."""
 
 import importlib
+import pathlib
 import sys
 import warnings
 
@@ -14,12 +15,16 @@ TENSOR_MODULES = {"numpy": "numpy", "torch": "torch", "tensorflow": "tensorflow"
                   "jax": "jaxlib", "paddle": "paddle"}  # a jax.Array is a jaxlib ArrayImpl
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """No d2lrnn.zh module imported yet in this process (put back as it was afterwards)."""
+def _forget(monkeypatch):
+    """As if no d2lrnn.zh module had been imported in this process (put back as it was afterwards)."""
     monkeypatch.setattr(_pinned, "_pinned", None)
     for name in [m for m in sys.modules if m.startswith("d2lrnn.zh.") and m != "d2lrnn.zh._pinned"]:
         monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    _forget(monkeypatch)
 
 
 def _import(name):
@@ -57,8 +62,7 @@ def test_no_warning_where_the_variable_agrees_or_is_unset(backend, fresh, monkey
             monkeypatch.delenv("D2LRNN_BACKEND", raising=False)
         else:
             monkeypatch.setenv("D2LRNN_BACKEND", setting)
-        monkeypatch.setattr(_pinned, "_pinned", None)
-        monkeypatch.delitem(sys.modules, f"d2lrnn.zh.{backend}", raising=False)
+        _forget(monkeypatch)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert _import(backend).backend_name() == backend
@@ -88,6 +92,5 @@ def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(backend,
 
 
 def test_every_backend_has_its_module():
-    names = {p.stem for p in __import__("pathlib").Path(_pinned.__file__).parent.glob("*.py")} - {"__init__",
-                                                                                                   "_pinned"}
+    names = {p.stem for p in pathlib.Path(_pinned.__file__).parent.glob("*.py")} - {"__init__", "_pinned"}
     assert names == set(d2lrnn.available_backends())
