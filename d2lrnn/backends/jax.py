@@ -135,8 +135,14 @@ def stack(tensors, axis=0):
 
 
 def unstack(x, axis=0):
-    # Static slices: ``jnp.take`` would lower each to a gather, which XLA's CPU code runs far slower.
-    return [jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(jnp.shape(x)[axis])]
+    return list(_unstacked(x, axis % jnp.ndim(x)))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _unstacked(x, axis):
+    # Static slices: ``jnp.take`` would lower each to a gather, which XLA's CPU code runs far slower. One
+    # program for all of them: eagerly, slicing one at a time compiles a program per index.
+    return tuple(jax.lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis]))
 
 
 def take(x, indices, axis=0):
