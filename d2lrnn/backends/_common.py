@@ -292,6 +292,21 @@ class InPlaceHooks:
       encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing;
     - ``book_lm_init(module, device)``: what the book's ``train_ch8`` does to a reader's language model
       before training (MXNet: new N(0, 0.01^2) weights); None for nothing.
+
+    What the English 1.0 edition's class API (:mod:`d2lrnn.book.en`) needs of the framework, None where
+    it has no such thing:
+
+    - ``parameter(x)``: ``x`` made a trainable parameter of the module it is assigned to (PyTorch's
+      ``nn.Parameter``);
+    - ``backward(fn)``: ``fn()`` (a loss) computed where gradients are recorded and backpropagated, so that
+      ``grad`` gives each parameter's; returns the loss;
+    - ``no_grad()``: a context in which nothing is recorded (validation);
+    - ``set_training(module, mode)``: the module's training mode (dropout) on or off;
+    - ``dense(num_outputs)``: a fully connected layer whose input size is known at its first call;
+    - ``embedding(num_tokens, embed_size)``: the framework's embedding layer;
+    - ``run_layer(layer, inputs, H)``: a framework recurrent layer (built by ``native_rnn().build``) run
+      on time-major ``inputs`` from state ``H`` (None: zeros) as the book's ``RNN.forward`` runs it, giving
+      ``(outputs, state)``.
     """
 
     grad: object
@@ -309,3 +324,10 @@ class InPlaceHooks:
     dense_grad: object = None
     book_seq2seq_init: object = None
     book_lm_init: object = None
+    parameter: object = None
+    backward: object = None
+    no_grad: object = None
+    set_training: object = None
+    dense: object = None
+    embedding: object = None
+    run_layer: object = None
