@@ -338,7 +338,9 @@ def _book_seq2seq_init(module, device):
     for layer in module.modules():
         if isinstance(layer, (torch.nn.Linear, torch.nn.GRU)):
             for name, param in layer.named_parameters(recurse=False):
-                if name.startswith("weight"):
+                # a lazy layer's weight has no shape yet (the book's cells leave it as it comes)
+                lazy = isinstance(param, torch.nn.parameter.UninitializedParameter)
+                if name.startswith("weight") and not lazy:
                     torch.nn.init.xavier_uniform_(param)
     if device is not None:
         module.to(device)

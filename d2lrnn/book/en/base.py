@@ -71,7 +71,7 @@ class ProgressBoard(HyperParameters):
         points = self.raw_points.setdefault(label, [])
         line = self.data.setdefault(label, [])
         points.append(Point(x, y))
-        if len(points) < max(int(every_n), 1):
+        if len(points) != every_n:  # as the book's board: every_n 0 (under a batch a point) draws nothing
             return
         line.append(Point(float(np.mean([p.x for p in points])), float(np.mean([p.y for p in points]))))
         points.clear()

@@ -1,0 +1,38 @@
+"""A reader's framework code, as the 1.0 edition's cells write it, for the tests' own models."""
+
+import importlib
+
+
+def parameter(backend, array):
+    """``array`` as a trainable parameter the framework's way (PyTorch: ``nn.Parameter``)."""
+    if backend == "torch":
+        torch = importlib.import_module("torch")
+        return torch.nn.Parameter(torch.tensor(array))
+    raise NotImplementedError(backend)
+
+
+def decoder_class(backend, d2l):
+    """The seq2seq section's decoder (the reader writes it; the book does not save it)."""
+    if backend == "torch":
+        torch = importlib.import_module("torch")
+
+        class Seq2SeqDecoder(d2l.Decoder):
+            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+                super().__init__()
+                self.embedding = torch.nn.Embedding(vocab_size, embed_size)
+                self.rnn = d2l.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout)
+                self.dense = torch.nn.LazyLinear(vocab_size)
+                self.apply(d2l.init_seq2seq)
+
+            def init_state(self, enc_all_outputs, *args):
+                return enc_all_outputs
+
+            def forward(self, X, state):
+                embs = self.embedding(d2l.astype(d2l.transpose(X), d2l.int32))
+                enc_output, hidden_state = state
+                context = enc_output[-1].repeat(embs.shape[0], 1, 1)
+                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state)
+                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
+
+        return Seq2SeqDecoder
+    raise NotImplementedError(backend)
