@@ -306,7 +306,20 @@ class InPlaceHooks:
     - ``embedding(num_tokens, embed_size)``: the framework's embedding layer;
     - ``run_layer(layer, inputs, H)``: a framework recurrent layer (built by ``native_rnn().build``) run
       on time-major ``inputs`` from state ``H`` (None: zeros) as the book's ``RNN.forward`` runs it, giving
-      ``(outputs, state)``.
+      ``(outputs, state)``;
+    - ``layer_inputs``: whether the book's ``RNN`` and ``GRU`` take the number of inputs first (PyTorch's
+      layers need it; other frameworks' learn it at the first call);
+    - ``initialize(block)``: give a new framework module its parameters (Gluon's ``initialize()``), None
+      where layers have them when built;
+    - ``scratch_params(module)``: the tensors a module keeps as attributes, its sub-modules' too (MXNet's
+      ``get_scratch_params``: a Gluon block does not register them), None where the framework registers
+      them as parameters;
+    - ``book_parameters(module)``: what the book's ``Module.parameters()`` returns (MXNet: the Gluon
+      parameters, or the module's own arrays where it has none), None where the framework's modules have
+      ``parameters()``;
+    - ``param_list(params)``: what ``parameters()`` returned, as a list of tensors;
+    - ``optimizer_step(optimizer)``: one step of the optimizer a model's ``configure_optimizers`` returned
+      (Gluon's ``Trainer.step`` takes a batch size: 1, the loss being a mean).
     """
 
     grad: object
@@ -331,3 +344,9 @@ class InPlaceHooks:
     dense: object = None
     embedding: object = None
     run_layer: object = None
+    layer_inputs: bool = False
+    initialize: object = None
+    scratch_params: object = None
+    book_parameters: object = None
+    param_list: object = list
+    optimizer_step: object = staticmethod(lambda optimizer: optimizer.step())

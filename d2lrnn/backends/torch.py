@@ -364,7 +364,7 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
                                  parameter=torch.nn.Parameter, backward=_backward, no_grad=torch.no_grad,
                                  set_training=_set_training, dense=torch.nn.LazyLinear,
                                  embedding=torch.nn.Embedding,
-                                 run_layer=lambda layer, inputs, H: layer(inputs, H))
+                                 run_layer=lambda layer, inputs, H: layer(inputs, H), layer_inputs=True)
 
 
 def in_place_hooks():

@@ -29,9 +29,19 @@ def forget(monkeypatch):
 
 @pytest.fixture
 def d2l(backend, monkeypatch):
-    """The 1.0 face on the env's backend, seeded."""
+    """The 1.0 face on the env's backend, seeded; on MXNet with ``npx.set_np()`` on, as the book's cells turn
+    it on (and the legacy arrays again afterwards, with the NumPy shapes d2lrnn's backend keeps on)."""
     forget(monkeypatch)
     monkeypatch.delenv("D2LRNN_BACKEND", raising=False)
     face = importlib.import_module(f"d2lrnn.en.{backend}")
     face.manual_seed(0)
-    return face
+    if backend != "mxnet":
+        yield face
+        return
+    from mxnet import npx
+
+    npx.set_np()
+    try:
+        yield face
+    finally:
+        npx.set_np(shape=True, array=False)

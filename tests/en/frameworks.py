@@ -4,10 +4,16 @@ import importlib
 
 
 def parameter(backend, array):
-    """``array`` as a trainable parameter the framework's way (PyTorch: ``nn.Parameter``)."""
+    """``array`` as a trainable parameter the framework's way (PyTorch: ``nn.Parameter``, MXNet: an array
+    with a gradient attached)."""
     if backend == "torch":
         torch = importlib.import_module("torch")
         return torch.nn.Parameter(torch.tensor(array))
+    if backend == "mxnet":
+        mx = importlib.import_module("mxnet")
+        param = mx.np.array(array)
+        param.attach_grad()
+        return param
     raise NotImplementedError(backend)
 
 
@@ -35,4 +41,26 @@ def decoder_class(backend, d2l):
                 return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
 
         return Seq2SeqDecoder
+    if backend == "mxnet":
+        mx = importlib.import_module("mxnet")
+
+        class GluonDecoder(d2l.Decoder):
+            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+                super().__init__()
+                self.embedding = mx.gluon.nn.Embedding(vocab_size, embed_size)
+                self.rnn = d2l.GRU(num_hiddens, num_layers, dropout)
+                self.dense = mx.gluon.nn.Dense(vocab_size, flatten=False)
+                self.initialize(mx.init.Xavier())
+
+            def init_state(self, enc_all_outputs, *args):
+                return enc_all_outputs
+
+            def forward(self, X, state):
+                embs = self.embedding(d2l.transpose(X))
+                enc_output, hidden_state = state
+                context = mx.np.tile(enc_output[-1], (embs.shape[0], 1, 1))
+                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state)
+                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
+
+        return GluonDecoder
     raise NotImplementedError(backend)

@@ -19,6 +19,7 @@ import inspect
 import numpy as np
 
 from ... import ops
+from ...backends import generator_state_kept
 from ...data.translation import load_array
 from ...errors import ArgumentError
 from ...training import loop
@@ -119,24 +120,27 @@ class InPlaceOptimizer(HyperParameters):
     them. The rule's state is made at the first step, when lazy layers have their shapes."""
 
     def __init__(self, params, rule):
-        self.params = list(params)
+        hooks = hooks_for("grad")
+        self.params = params if hooks.book_parameters is not None else list(params)
         self.rule, self.t, self.state = rule, 0, None
 
-    def step(self):
+    def step(self, *batch_size):
+        """Update the parameters (MXNet's cells pass a batch size: the loss is already a mean)."""
         hooks = hooks_for("grad")
-        params = [ops.detach(p) for p in self.params]
+        owned = hooks.param_list(self.params)
+        params = [ops.detach(p) for p in owned]
         grads = [ops.zeros_like(p) if hooks.grad(own) is None else ops.detach(hooks.grad(own))
-                 for own, p in zip(self.params, params)]
+                 for own, p in zip(owned, params)]
         if self.state is None:
             self.state = self.rule.init(params)
         self.t += 1
         new, self.state = self.rule.update(params, grads, self.state, self.rule.scalars(self.t, self.rule.lr))
-        for own, value in zip(self.params, new):
+        for own, value in zip(owned, new):
             hooks.assign(own, value)
 
     def zero_grad(self):
         hooks = hooks_for("grad")
-        for p in self.params:
+        for p in hooks.param_list(self.params):
             g = hooks.grad(p)
             if g is not None:
                 hooks.set_grad(p, ops.zeros_like(g))
@@ -188,12 +192,13 @@ class LiveParams:
 
     @property
     def params(self):
-        return ops.in_place_hooks().module_params(self.model)
+        hooks = ops.in_place_hooks()
+        return hooks.param_list(self.model.parameters())
 
     @params.setter
     def params(self, values):
         hooks = ops.in_place_hooks()
-        for own, value in zip(hooks.module_params(self.model), values):
+        for own, value in zip(hooks.param_list(self.model.parameters()), values):
             if own is not value:
                 hooks.assign(own, value)
 
@@ -260,7 +265,7 @@ class Trainer(HyperParameters):
         from ...training.step import clip_by_global_norm
 
         hooks = hooks_for("grad")
-        params = [p for p in hooks.module_params(model) if hooks.grad(p) is not None]
+        params = [p for p in hooks.param_list(model.parameters()) if hooks.grad(p) is not None]
         grads = clip_by_global_norm([ops.detach(hooks.grad(p)) for p in params], grad_clip_val)
         for p, g in zip(params, grads):
             hooks.set_grad(p, g)
@@ -273,15 +278,20 @@ class Trainer(HyperParameters):
         self.epoch, self.train_batch_idx, self.val_batch_idx = 0, 0, 0
 
         def step(params, *batch):
-            self.optim.zero_grad()
+            if hasattr(self.optim, "zero_grad"):  # (MXNet's backward pass overwrites the gradients)
+                self.optim.zero_grad()
             loss = hooks.backward(lambda: self.model.training_step(self.prepare_batch(batch)))
             if self.gradient_clip_val > 0:
                 self.clip_gradients(self.gradient_clip_val, self.model)
-            self.optim.step()
+            hooks.optimizer_step(self.optim)
             self.train_batch_idx += 1
             return ops.detach(loss), params, None
 
         hooks.set_training(model, True)
+        if hooks.infer_shapes is not None:  # Gluon's deferred shapes: one call, before the loop reads them
+            with generator_state_kept():
+                batch = self.prepare_batch(next(iter(self.train_dataloader)))
+            hooks.infer_shapes(model, *batch[:-1])
         loop.fit(LiveParams(model), self.train_dataloader, step, BookTask(self), self.max_epochs,
                  progress=False, plot=False, verbose=False)
 
@@ -373,8 +383,10 @@ def module_classes(hooks):
     Module = type("Module", (ModuleMethods, Model), {
         "__doc__": "The base class of the book's models: the framework's module with how it is trained.",
         "__module__": __name__})
-    if not hasattr(Model, "parameters"):  # the framework's modules list their parameters otherwise
-        Module.parameters = lambda self: hooks.module_params(self)
+    if hooks.book_parameters is not None:  # else the framework's modules have parameters()
+        Module.parameters = lambda self: hooks.book_parameters(self)
+    if hooks.scratch_params is not None:
+        Module.get_scratch_params = lambda self: hooks.scratch_params(self)
     if method != "forward":  # Keras: the module's computation is call()
         setattr(Module, method, lambda self, *args, **kwargs: self.forward(*args, **kwargs))
     Classifier = type("Classifier", (ClassifierMethods, Module), {

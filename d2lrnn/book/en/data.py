@@ -41,8 +41,8 @@ class Vocab(vocab_module.Vocab):
 
     def to_tokens(self, indices):
         """The token of an index, or the tokens of a list, array or tensor of indices."""
-        if ops.is_tensor(indices):
-            indices = ops.to_numpy(indices)
+        if ops.is_tensor(indices):  # (MXNet's book mode keeps indices as floats)
+            indices = ops.to_numpy(indices).astype(np.int64)
         return super().to_tokens(indices.tolist() if isinstance(indices, np.ndarray) else indices)
 
     @property

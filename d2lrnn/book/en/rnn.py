@@ -90,7 +90,8 @@ class RNNLMScratchMethods:
 
 
 class RNNMethods:
-    """The framework's own RNN layer (``self.rnn``), one layer of ``num_hiddens``."""
+    """The framework's own RNN layer (``self.rnn``), one layer of ``num_hiddens`` (on PyTorch also told its
+    ``num_inputs``, first)."""
 
     def __init__(self, num_inputs, num_hiddens):
         super().__init__()
@@ -101,16 +102,28 @@ class RNNMethods:
         return hooks_for("run_layer").run_layer(self.rnn, inputs, H)
 
 
+class RNNNoInputsMethods(RNNMethods):
+    __doc__ = RNNMethods.__doc__
+
+    def __init__(self, num_hiddens):
+        super(RNNMethods, self).__init__()
+        self.save_hyperparameters()
+        self.rnn = _native_layer("rnn", None, num_hiddens, 1, 0.0)
+
+
 def _native_layer(cell, num_inputs, num_hiddens, num_layers, dropout):
     native = ops.native_rnn()
-    return native.build(cell, num_inputs, num_hiddens, num_layers, False, dropout, native.gru_forms[0])
+    return native.build(cell, num_inputs or 0, num_hiddens, num_layers, False, dropout, native.gru_forms[0])
 
 
 class RNNLMMethods:
     """The language model over a framework RNN: its output layer is a framework dense layer."""
 
     def init_params(self):
-        self.linear = hooks_for("dense").dense(self.vocab_size)
+        hooks = hooks_for("dense")
+        self.linear = hooks.dense(self.vocab_size)
+        if hooks.initialize is not None:  # the whole model's parameters, the RNN's too (Gluon)
+            hooks.initialize(self)
 
     def output_layer(self, hiddens):
         """(batch, num_steps, vocab_size) logits of the time-major hidden states."""
@@ -118,12 +131,22 @@ class RNNLMMethods:
 
 
 class GRUMethods:
-    """The framework's own GRU, ``num_layers`` deep, dropout between layers."""
+    """The framework's own GRU, ``num_layers`` deep, dropout between layers (on PyTorch also told its
+    ``num_inputs``, first)."""
 
     def __init__(self, num_inputs, num_hiddens, num_layers, dropout=0):
         self._init_module()
         self.save_hyperparameters()
         self.rnn = _native_layer("gru", num_inputs, num_hiddens, num_layers, dropout)
+
+
+class GRUNoInputsMethods:
+    __doc__ = GRUMethods.__doc__
+
+    def __init__(self, num_hiddens, num_layers, dropout=0):
+        self._init_module()
+        self.save_hyperparameters()
+        self.rnn = _native_layer("gru", None, num_hiddens, num_layers, dropout)
 
 
 class LinearRegressionMethods:
@@ -132,7 +155,10 @@ class LinearRegressionMethods:
     def __init__(self, lr):
         super().__init__()
         self.save_hyperparameters()
-        self.net = hooks_for("dense").dense(1)
+        hooks = hooks_for("dense")
+        self.net = hooks.dense(1)
+        if hooks.initialize is not None:
+            hooks.initialize(self.net)
 
     def forward(self, X):
         return self.net(X)
@@ -154,9 +180,10 @@ def rnn_classes(Module, Classifier):  # noqa: N803 - class arguments
 
     RNNScratch = make("RNNScratch", RNNScratchMethods, Module)
     RNNLMScratch = make("RNNLMScratch", RNNLMScratchMethods, Classifier)
-    RNN = make("RNN", RNNMethods, Module)
+    takes_inputs = hooks_for("run_layer").layer_inputs
+    RNN = make("RNN", RNNMethods if takes_inputs else RNNNoInputsMethods, Module)
     RNNLM = make("RNNLM", RNNLMMethods, RNNLMScratch)
-    GRU = make("GRU", GRUMethods, RNN)
+    GRU = make("GRU", GRUMethods if takes_inputs else GRUNoInputsMethods, RNN)
     # GRU skips RNN's __init__ (it builds its own layer): Module's initialisation, as the book calls it
     GRU._init_module = lambda self: Module.__init__(self)
     LinearRegression = make("LinearRegression", LinearRegressionMethods, Module)

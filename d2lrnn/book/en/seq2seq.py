@@ -47,8 +47,10 @@ class Seq2SeqEncoderMethods:
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
         super().__init__()
-        self.embedding = hooks_for("embedding").embedding(vocab_size, embed_size)
-        self.rnn = self._GRU(embed_size, num_hiddens, num_layers, dropout)
+        hooks = hooks_for("embedding")
+        self.embedding = hooks.embedding(vocab_size, embed_size)
+        sizes = (embed_size, num_hiddens) if hooks.layer_inputs else (num_hiddens,)
+        self.rnn = self._GRU(*sizes, num_layers, dropout)
         init_seq2seq(self)
 
     def forward(self, X, *args):
