@@ -497,10 +497,15 @@ def _run_layer(layer, inputs, H):
 
 
 def _scratch_arrays(block):
-    """The arrays a block keeps as attributes (the book's scratch parameters), its sub-blocks' after."""
-    arrays = [value for _, value in sorted(vars(block).items())
-              if isinstance(value, (mx.np.ndarray, nd.NDArray))]
-    for child in block._children.values():
+    """The arrays a block keeps as attributes (the book's scratch parameters), then its sub-blocks', those
+    kept in a list too (the deep-RNN section's stack of scratch layers, which Gluon does not register)."""
+    arrays, children = [], list(block._children.values())
+    for _, value in sorted(vars(block).items()):
+        if isinstance(value, (mx.np.ndarray, nd.NDArray)):
+            arrays.append(value)
+        elif isinstance(value, (list, tuple)):
+            children.extend(v for v in value if isinstance(v, mx.gluon.Block) and v not in children)
+    for child in children:
         arrays.extend(_scratch_arrays(child))
     return arrays
 
