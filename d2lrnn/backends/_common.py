@@ -318,6 +318,11 @@ class InPlaceHooks:
       parameters, or the module's own arrays where it has none), None where the framework's modules have
       ``parameters()``;
     - ``param_list(params)``: what ``parameters()`` returned, as a list of tensors;
+    - ``tape_gradients(fn, variables)``: ``(fn(), gradients of it)`` for the variables, recorded by the
+      framework's tape, where gradients are not attached (TensorFlow);
+    - ``book_layer(cell, num_hiddens, num_layers, dropout)``: the framework's recurrent layer in the form
+      the book's ``RNN`` and ``GRU`` build it, where that is not ``native_rnn().build``'s (Keras: one
+      ``RNN`` over stacked cells, time-major, giving its states);
     - ``optimizer_step(optimizer)``: one step of the optimizer a model's ``configure_optimizers`` returned
       (Gluon's ``Trainer.step`` takes a batch size: 1, the loss being a mean).
     """
@@ -350,3 +355,5 @@ class InPlaceHooks:
     book_parameters: object = None
     param_list: object = list
     optimizer_step: object = staticmethod(lambda optimizer: optimizer.step())
+    tape_gradients: object = None
+    book_layer: object = None

@@ -14,7 +14,18 @@ def parameter(backend, array):
         param = mx.np.array(array)
         param.attach_grad()
         return param
+    if backend == "tensorflow":  # (Keras 3 tracks a keras.Variable, not a tf.Variable, on a model)
+        tf = importlib.import_module("tensorflow")
+        return tf.keras.Variable(array) if keras3(backend) else tf.Variable(array)
     raise NotImplementedError(backend)
+
+
+def keras3(backend):
+    """Whether the env's framework is TensorFlow with Keras 3, which has no time-major layers (the 1.0
+    edition's d2l.RNN and d2l.GRU are Keras 2's)."""
+    if backend != "tensorflow":
+        return False
+    return hasattr(importlib.import_module("tensorflow").keras.layers.Layer, "stateless_call")
 
 
 def decoder_class(backend, d2l):
@@ -63,4 +74,26 @@ def decoder_class(backend, d2l):
                 return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
 
         return GluonDecoder
+    if backend == "tensorflow":
+        tf = importlib.import_module("tensorflow")
+
+        class KerasDecoder(d2l.Decoder):
+            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+                super().__init__()
+                self.embedding = tf.keras.layers.Embedding(vocab_size, embed_size)
+                self.rnn = d2l.GRU(num_hiddens, num_layers, dropout)
+                self.dense = tf.keras.layers.Dense(vocab_size)
+
+            def init_state(self, enc_all_outputs, *args):
+                return enc_all_outputs
+
+            def call(self, X, state, training=False):
+                embs = self.embedding(d2l.transpose(X))
+                enc_output, hidden_state = state
+                context = tf.tile(tf.expand_dims(enc_output[-1], 0), (embs.shape[0], 1, 1))
+                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state,
+                                                 training=training)
+                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
+
+        return KerasDecoder
     raise NotImplementedError(backend)

@@ -116,27 +116,33 @@ def hooks_for(what):
 
 class InPlaceOptimizer(HyperParameters):
     """One of d2lrnn's optimizer rules (:mod:`d2lrnn.training.optim`) applied to a module's parameters in
-    place: ``step()`` reads the gradients the backward pass attached (none: zero), ``zero_grad()`` clears
-    them. The rule's state is made at the first step, when lazy layers have their shapes."""
+    place, as the framework's optimizers are used: ``step()`` reads the gradients the backward pass
+    attached (none: zero) and ``zero_grad()`` clears them (PyTorch, MXNet); ``apply_gradients(pairs)``
+    takes ``(gradient, variable)`` pairs (TensorFlow, where ``params`` is None). The rule's state is made at
+    the first step, when lazy layers have their shapes."""
 
     def __init__(self, params, rule):
-        hooks = hooks_for("grad")
-        self.params = params if hooks.book_parameters is not None else list(params)
+        hooks = hooks_for("assign")
+        self.params = params if params is None or hooks.book_parameters is not None else list(params)
         self.rule, self.t, self.state = rule, 0, None
 
-    def step(self, *batch_size):
-        """Update the parameters (MXNet's cells pass a batch size: the loss is already a mean)."""
-        hooks = hooks_for("grad")
-        owned = hooks.param_list(self.params)
+    def _update(self, owned, grads):
+        hooks = ops.in_place_hooks()
         params = [ops.detach(p) for p in owned]
-        grads = [ops.zeros_like(p) if hooks.grad(own) is None else ops.detach(hooks.grad(own))
-                 for own, p in zip(owned, params)]
         if self.state is None:
             self.state = self.rule.init(params)
         self.t += 1
         new, self.state = self.rule.update(params, grads, self.state, self.rule.scalars(self.t, self.rule.lr))
         for own, value in zip(owned, new):
             hooks.assign(own, value)
+
+    def step(self, *batch_size):
+        """Update the parameters (MXNet's cells pass a batch size: the loss is already a mean)."""
+        hooks = hooks_for("grad")
+        owned = hooks.param_list(self.params)
+        grads = [hooks.grad(p) for p in owned]
+        self._update(owned, [ops.zeros_like(ops.detach(p)) if g is None else ops.detach(g)
+                             for p, g in zip(owned, grads)])
 
     def zero_grad(self):
         hooks = hooks_for("grad")
@@ -145,21 +151,50 @@ class InPlaceOptimizer(HyperParameters):
             if g is not None:
                 hooks.set_grad(p, ops.zeros_like(g))
 
+    def apply_gradients(self, grads_and_vars):
+        """Update each variable by its gradient (TensorFlow's form)."""
+        hooks = ops.in_place_hooks()
+        pairs = list(grads_and_vars)
+        dense = hooks.dense_grad or (lambda g: g)
+        self._update([v for _, v in pairs], [dense(g) for g, _ in pairs])
+
+
+def _params_and_lr(params, lr):
+    """``(params, lr)`` of ``SGD(params, lr)`` (PyTorch, MXNet) or ``SGD(lr)`` (TensorFlow)."""
+    return (None, params) if lr is None else (params, lr)
+
 
 class SGD(InPlaceOptimizer):
-    """The book's ``SGD(params, lr)``: p <- p - lr * grad(p) in place at every ``step()``."""
+    """The book's minibatch SGD, p <- p - lr * grad(p) in place: ``SGD(params, lr)`` with ``step()`` and
+    ``zero_grad()`` (PyTorch, MXNet), ``SGD(lr)`` with ``apply_gradients`` (TensorFlow)."""
 
-    def __init__(self, params, lr):
+    def __init__(self, params, lr=None):
+        params, lr = _params_and_lr(params, lr)
         super().__init__(params, SGDRule(lr))
         self.lr = lr
 
 
 class Adam(InPlaceOptimizer):
-    """Adam (d2lrnn's rule) in place, with the framework's defaults (beta1 0.9, beta2 0.999, eps 1e-8)."""
+    """Adam (d2lrnn's rule) in place, with the frameworks' defaults (beta1 0.9, beta2 0.999, eps 1e-8):
+    ``Adam(params, lr)``, or ``Adam(lr)`` on TensorFlow."""
 
-    def __init__(self, params, lr):
+    def __init__(self, params, lr=None):
+        params, lr = _params_and_lr(params, lr)
         super().__init__(params, AdamRule(lr))
         self.lr = lr
+
+
+def optimizer(rule, model):
+    """``rule`` (:class:`SGD`, :class:`Adam`) at the model's ``lr``, in the framework's form."""
+    hooks = hooks_for("assign")
+    return rule(model.lr) if hooks.grad is None else rule(model.parameters(), model.lr)
+
+
+def trained_params(model):
+    """The parameters the trainer updates: what ``parameters()`` gives (TensorFlow: the trainable
+    variables)."""
+    hooks = ops.in_place_hooks()
+    return hooks.module_params(model) if hooks.grad is None else hooks.param_list(model.parameters())
 
 
 class DataModule(HyperParameters):
@@ -192,13 +227,12 @@ class LiveParams:
 
     @property
     def params(self):
-        hooks = ops.in_place_hooks()
-        return hooks.param_list(self.model.parameters())
+        return trained_params(self.model)
 
     @params.setter
     def params(self, values):
         hooks = ops.in_place_hooks()
-        for own, value in zip(hooks.param_list(self.model.parameters()), values):
+        for own, value in zip(trained_params(self.model), values):
             if own is not value:
                 hooks.assign(own, value)
 
@@ -261,37 +295,49 @@ class Trainer(HyperParameters):
 
     def clip_gradients(self, grad_clip_val, model):
         """Scale the gradients attached to the model's parameters so that their global norm is at most
-        ``grad_clip_val`` (d2lrnn's ``clip_by_global_norm``)."""
+        ``grad_clip_val`` (d2lrnn's ``clip_by_global_norm``). On TensorFlow, as the book's, ``model`` is the
+        list of gradients, and the clipped ones are returned."""
         from ...training.step import clip_by_global_norm
 
-        hooks = hooks_for("grad")
+        hooks = hooks_for("assign")
+        if hooks.grad is None:
+            dense = hooks.dense_grad or (lambda g: g)
+            return clip_by_global_norm([dense(g) for g in model], grad_clip_val)
         params = [p for p in hooks.param_list(model.parameters()) if hooks.grad(p) is not None]
         grads = clip_by_global_norm([ops.detach(hooks.grad(p)) for p in params], grad_clip_val)
         for p, g in zip(params, grads):
             hooks.set_grad(p, g)
 
     def fit(self, model, data):
-        hooks = hooks_for("backward")
+        hooks = hooks_for("set_training")
         self.prepare_data(data)
         self.prepare_model(model)
         self.optim = model.configure_optimizers()
         self.epoch, self.train_batch_idx, self.val_batch_idx = 0, 0, 0
 
         def step(params, *batch):
-            if hasattr(self.optim, "zero_grad"):  # (MXNet's backward pass overwrites the gradients)
-                self.optim.zero_grad()
-            loss = hooks.backward(lambda: self.model.training_step(self.prepare_batch(batch)))
-            if self.gradient_clip_val > 0:
-                self.clip_gradients(self.gradient_clip_val, self.model)
-            hooks.optimizer_step(self.optim)
+            training_step = lambda: self.model.training_step(self.prepare_batch(batch))  # noqa: E731
+            if hooks.grad is None:  # TensorFlow: a tape gives the gradients; the optimizer applies them
+                variables = hooks.module_params(self.model)
+                loss, grads = hooks.tape_gradients(training_step, variables)
+                if self.gradient_clip_val > 0:
+                    grads = self.clip_gradients(self.gradient_clip_val, grads)
+                self.optim.apply_gradients(zip(grads, variables))
+            else:
+                if hasattr(self.optim, "zero_grad"):  # (MXNet's backward pass overwrites the gradients)
+                    self.optim.zero_grad()
+                loss = hooks.backward(training_step)
+                if self.gradient_clip_val > 0:
+                    self.clip_gradients(self.gradient_clip_val, self.model)
+                hooks.optimizer_step(self.optim)
             self.train_batch_idx += 1
             return ops.detach(loss), params, None
 
-        hooks.set_training(model, True)
-        if hooks.infer_shapes is not None:  # Gluon's deferred shapes: one call, before the loop reads them
+        if hooks.infer_shapes is not None:  # Gluon's deferred shapes, unbuilt Keras layers: one call first
             with generator_state_kept():
                 batch = self.prepare_batch(next(iter(self.train_dataloader)))
             hooks.infer_shapes(model, *batch[:-1])
+        hooks.set_training(model, True)
         loop.fit(LiveParams(model), self.train_dataloader, step, BookTask(self), self.max_epochs,
                  progress=False, plot=False, verbose=False)
 
@@ -311,6 +357,10 @@ class ModuleMethods(HyperParameters):
         super().__init__()
         self.save_hyperparameters()
         self.board = ProgressBoard()
+        if ops.in_place_hooks().module_bases[2] != "forward":  # Keras: the mode the last call was given
+            self.training = None
+            if vars(self).get("loss", False) is None:  # Keras 3's Model sets its compiled loss, None, which
+                del self.loss                             # would hide the book's loss method
 
     loss = _not_written("loss(self, y_hat, y)")
 
@@ -345,7 +395,7 @@ class ModuleMethods(HyperParameters):
 
     def configure_optimizers(self):
         """Minibatch SGD at the model's ``lr``."""
-        return SGD(self.parameters(), self.lr)
+        return optimizer(SGD, self)
 
     def apply_init(self, inputs, init=None):
         """Run the model once on ``inputs`` (so lazy layers get their shapes), then
@@ -387,12 +437,20 @@ def module_classes(hooks):
         Module.parameters = lambda self: hooks.book_parameters(self)
     if hooks.scratch_params is not None:
         Module.get_scratch_params = lambda self: hooks.scratch_params(self)
-    if method != "forward":  # Keras: the module's computation is call()
-        setattr(Module, method, lambda self, *args, **kwargs: self.forward(*args, **kwargs))
+    if method != "forward":  # Keras: the module's computation is call(), which notes the mode it is given
+        setattr(Module, method, keras_call)
     Classifier = type("Classifier", (ClassifierMethods, Module), {
         "__doc__": "A model trained by cross-entropy, validated by loss and accuracy.",
         "__module__": __name__})
     return {"Module": Module, "Classifier": Classifier}
+
+
+def keras_call(self, *args, **kwargs):
+    """A Keras module's ``call``: ``forward(*args)``, the ``training`` flag it is given kept as
+    ``self.training``."""
+    if "training" in kwargs:
+        self.training = kwargs["training"]
+    return self.forward(*args)
 
 
 def check_len(a, n):

@@ -31,7 +31,10 @@ class RNNScratchMethods:
         else:
             (H,) = state
             H = ops.reshape(H, (-1, self.num_hiddens))
-        Hs, (H,) = rnn_scan(inputs, (H,), [self.W_xh, self.W_hh, self.b_h])
+        # the parameters read as tensors here, outside the layer's hand-written gradient (TensorFlow refuses
+        # a Keras 3 variable first read inside a custom gradient)
+        params = [ops.reshape(p, ops.shape(p)) for p in (self.W_xh, self.W_hh, self.b_h)]
+        Hs, (H,) = rnn_scan(inputs, (H,), params)
         return list(ops.unstack(ops.reshape(Hs, (ops.shape(inputs)[0], -1, self.num_hiddens)))), H
 
 
@@ -112,6 +115,9 @@ class RNNNoInputsMethods(RNNMethods):
 
 
 def _native_layer(cell, num_inputs, num_hiddens, num_layers, dropout):
+    hooks = hooks_for("run_layer")
+    if hooks.book_layer is not None:  # the book's form of the framework's layer (Keras)
+        return hooks.book_layer(cell, num_hiddens, num_layers, dropout)
     native = ops.native_rnn()
     return native.build(cell, num_inputs or 0, num_hiddens, num_layers, False, dropout, native.gru_forms[0])
 

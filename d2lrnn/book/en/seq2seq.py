@@ -7,7 +7,7 @@ framework's own), its embedding the framework's.
 """
 
 from ... import ops
-from .base import Adam, hooks_for
+from .base import Adam, hooks_for, keras_call, optimizer
 
 
 class EncoderDecoderMethods:
@@ -79,7 +79,7 @@ class Seq2SeqMethods:
         self.plot("loss", self.loss(Y_hat, batch[-1]), train=False)
 
     def configure_optimizers(self):
-        return Adam(self.parameters(), lr=self.lr)
+        return optimizer(Adam, self)
 
     def loss(self, Y_hat, Y):
         """The mean cross-entropy over the tokens of ``Y`` that are not ``tgt_pad``."""
@@ -98,7 +98,8 @@ def seq2seq_classes(classes, hooks):
 
     Encoder, Decoder = framework_class("Encoder"), framework_class("Decoder")
     EncoderDecoder = make("EncoderDecoder", EncoderDecoderMethods, classes["Classifier"])
-    Seq2SeqEncoder = make("Seq2SeqEncoder", Seq2SeqEncoderMethods, Encoder, {"_GRU": classes["GRU"]})
+    extra = {"call": keras_call} if hooks.module_bases[2] != "forward" else {}
+    Seq2SeqEncoder = make("Seq2SeqEncoder", Seq2SeqEncoderMethods, Encoder, {"_GRU": classes["GRU"], **extra})
     Seq2Seq = make("Seq2Seq", Seq2SeqMethods, EncoderDecoder)
     return {"Encoder": Encoder, "Decoder": Decoder, "EncoderDecoder": EncoderDecoder,
             "Seq2SeqEncoder": Seq2SeqEncoder, "Seq2Seq": Seq2Seq, "init_seq2seq": init_seq2seq}
