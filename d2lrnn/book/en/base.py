@@ -19,7 +19,7 @@ import inspect
 import numpy as np
 
 from ... import ops
-from ...backends import generator_state_kept
+from ...backends import backend_name, generator_state_kept
 from ...data.translation import load_array
 from ...errors import ArgumentError
 from ...training import loop
@@ -107,10 +107,9 @@ def hooks_for(what):
     """The backend's in-place hooks, checked to declare ``what`` (one line where they do not)."""
     hooks = ops.in_place_hooks()
     if hooks is None or getattr(hooks, what) is None:
-        from ...backends import backend_name
-
-        raise ArgumentError(f"d2lrnn's English-edition classes need a framework with modules (PyTorch, "
-                            f"MXNet, TensorFlow, JAX); the {backend_name()} backend has no {what}")
+        raise ArgumentError(f"d2lrnn's English 1.0 classes run on PyTorch, MXNet and TensorFlow modules: the "
+                            f"{backend_name()} backend has no {what} (use d2lrnn.en.torch, .mxnet or "
+                            ".tensorflow)")
     return hooks
 
 
