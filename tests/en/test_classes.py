@@ -114,3 +114,15 @@ def test_predict_is_the_references_greedy_decoding(d2l):
     text = model.predict(prefix, 8, vocab)
     assert text == prefix + "".join(vocab.idx_to_token[i] for i in expected)
     assert len(text) == len(prefix) + 8 and "<unk>" not in text
+
+
+def test_the_books_download_cells_are_served_from_the_bundled_files(d2l, tmp_path):
+    with open(d2l.download(d2l.DATA_URL + "timemachine.txt", str(tmp_path), "sha1")) as f:
+        assert f.read()[:39] == "The Time Machine, by H. G. Wells [1898]"
+    archive = d2l.download(d2l.DATA_URL + "fra-eng.zip", str(tmp_path), "sha1")
+    d2l.extract(archive)
+    text = (tmp_path / "fra-eng" / "fra.txt").read_text(encoding="utf-8")
+    assert text.startswith("Go.\tVa !\n") and len(text.splitlines()) == 18066
+    with pytest.raises(d2l.DataError, match="bundles no file 'other.zip'") as refused:
+        d2l.download(d2l.DATA_URL + "other.zip", str(tmp_path))
+    assert "\n" not in str(refused.value) and sorted(p.name for p in tmp_path.iterdir()) == ["fra-eng"]
