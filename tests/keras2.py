@@ -15,7 +15,7 @@ import sys
 KERAS_DEPENDENT = ["tests/backends/test_values.py", "tests/backends/test_gradients.py",
                    "tests/backends/test_shim.py", "tests/models/test_cells.py",
                    "tests/models/test_bad_input.py", "tests/book", "tests/lm/test_rnn_concise.py",
-                   "tests/seq2seq/test_model.py"]
+                   "tests/seq2seq/test_model.py", "tests/en"]
 
 
 def main(args):

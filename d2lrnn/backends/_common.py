@@ -292,6 +292,39 @@ class InPlaceHooks:
       encoder-decoder before training (new Xavier-uniform weights on PyTorch and MXNet); None for nothing;
     - ``book_lm_init(module, device)``: what the book's ``train_ch8`` does to a reader's language model
       before training (MXNet: new N(0, 0.01^2) weights); None for nothing.
+
+    What the English 1.0 edition's class API (:mod:`d2lrnn.book.en`) needs of the framework, None where
+    it has no such thing:
+
+    - ``parameter(x)``: ``x`` made a trainable parameter of the module it is assigned to (PyTorch's
+      ``nn.Parameter``);
+    - ``backward(fn)``: ``fn()`` (a loss) computed where gradients are recorded and backpropagated, so that
+      ``grad`` gives each parameter's; returns the loss;
+    - ``no_grad()``: a context in which nothing is recorded (validation);
+    - ``set_training(module, mode)``: the module's training mode (dropout) on or off;
+    - ``dense(num_outputs)``: a fully connected layer whose input size is known at its first call;
+    - ``embedding(num_tokens, embed_size)``: the framework's embedding layer;
+    - ``run_layer(layer, inputs, H)``: a framework recurrent layer (built by ``native_rnn().build``) run
+      on time-major ``inputs`` from state ``H`` (None: zeros) as the book's ``RNN.forward`` runs it, giving
+      ``(outputs, state)``;
+    - ``layer_inputs``: whether the book's ``RNN`` and ``GRU`` take the number of inputs first (PyTorch's
+      layers need it; other frameworks' learn it at the first call);
+    - ``initialize(block)``: give a new framework module its parameters (Gluon's ``initialize()``), None
+      where layers have them when built;
+    - ``scratch_params(module)``: the tensors a module keeps as attributes, its sub-modules' too (MXNet's
+      ``get_scratch_params``: a Gluon block does not register them), None where the framework registers
+      them as parameters;
+    - ``book_parameters(module)``: what the book's ``Module.parameters()`` returns (MXNet: the Gluon
+      parameters, or the module's own arrays where it has none), None where the framework's modules have
+      ``parameters()``;
+    - ``param_list(params)``: what ``parameters()`` returned, as a list of tensors;
+    - ``tape_gradients(fn, variables)``: ``(fn(), gradients of it)`` for the variables, recorded by the
+      framework's tape, where gradients are not attached (TensorFlow);
+    - ``book_layer(cell, num_hiddens, num_layers, dropout)``: the framework's recurrent layer in the form
+      the book's ``RNN`` and ``GRU`` build it, where that is not ``native_rnn().build``'s (Keras: one
+      ``RNN`` over stacked cells, time-major, giving its states);
+    - ``optimizer_step(optimizer)``: one step of the optimizer a model's ``configure_optimizers`` returned
+      (Gluon's ``Trainer.step`` takes a batch size: 1, the loss being a mean).
     """
 
     grad: object
@@ -309,3 +342,18 @@ class InPlaceHooks:
     dense_grad: object = None
     book_seq2seq_init: object = None
     book_lm_init: object = None
+    parameter: object = None
+    backward: object = None
+    no_grad: object = None
+    set_training: object = None
+    dense: object = None
+    embedding: object = None
+    run_layer: object = None
+    layer_inputs: bool = False
+    initialize: object = None
+    scratch_params: object = None
+    book_parameters: object = None
+    param_list: object = list
+    optimizer_step: object = staticmethod(lambda optimizer: optimizer.step())
+    tape_gradients: object = None
+    book_layer: object = None

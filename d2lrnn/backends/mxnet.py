@@ -467,12 +467,74 @@ def _book_lm_init(block, device):
     block.initialize(mx.init.Normal(0.01), force_reinit=True, ctx=device)
 
 
+def _parameter(x):
+    x.attach_grad()
+    return x
+
+
+def _backward(fn):
+    with autograd.record():
+        loss = fn()
+    loss.backward()
+    # Wait for the backward pass before anything writes the parameters in place: otherwise MXNet 1.9.1's
+    # engine deadlocks on the scratch RNN's hand-written backward (an autograd.Function, Python code run
+    # by the engine) followed by the optimizer's writes.
+    nd.waitall()
+    return loss
+
+
+def _initialized(block):
+    block.initialize()
+    return block
+
+
+def _run_layer(layer, inputs, H):
+    """The book's MXNet ``RNN.forward``: Gluon's layer takes and gives its state as a list."""
+    if H is None:
+        H, = layer.begin_state(inputs.shape[1], ctx=inputs.ctx)
+    outputs, (H,) = layer(inputs, (H,))
+    return outputs, H
+
+
+def _scratch_arrays(block):
+    """The arrays a block keeps as attributes (the book's scratch parameters), then its sub-blocks', those
+    kept in a list too (the deep-RNN section's stack of scratch layers, which Gluon does not register)."""
+    arrays, children = [], list(block._children.values())
+    for _, value in sorted(vars(block).items()):
+        if isinstance(value, (mx.np.ndarray, nd.NDArray)):
+            arrays.append(value)
+        elif isinstance(value, (list, tuple)):
+            children.extend(v for v in value if isinstance(v, mx.gluon.Block) and v not in children)
+    for child in children:
+        arrays.extend(_scratch_arrays(child))
+    return arrays
+
+
+def _book_parameters(block):
+    """The book's MXNet ``Module.parameters()``: the Gluon parameters, or the scratch arrays where there are
+    none."""
+    params = block.collect_params()
+    return params if len(params.keys()) else _scratch_arrays(block)
+
+
+def _param_list(params):
+    if isinstance(params, mx.gluon.ParameterDict):
+        return [p.data() for p in params.values() if p.grad_req != "null"]
+    return list(params)
+
+
 _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad,
                                  assign=_assign, is_variable=lambda x: False, is_module=_is_module,
                                  module_params=_module_params, call_with=_call_with, device_keyword="ctx",
                                  module_bases=(mx.gluon.Block, mx.gluon.Block, "forward"),
                                  infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init,
-                                 book_lm_init=_book_lm_init)
+                                 book_lm_init=_book_lm_init, parameter=_parameter, backward=_backward,
+                                 no_grad=contextlib.nullcontext, set_training=lambda block, mode: None,
+                                 dense=lambda n: mx.gluon.nn.Dense(n, flatten=False),
+                                 embedding=mx.gluon.nn.Embedding, run_layer=_run_layer,
+                                 initialize=_initialized, scratch_params=_scratch_arrays,
+                                 book_parameters=_book_parameters, param_list=_param_list,
+                                 optimizer_step=lambda optimizer: optimizer.step(1))
 
 
 def in_place_hooks():

@@ -456,6 +456,42 @@ class _BookModel(tf.keras.Model):
         pass
 
 
+def _tape_gradients(fn, variables):
+    with tf.GradientTape() as tape:
+        loss = fn()
+    return loss, tape.gradient(loss, variables)
+
+
+def _book_layer(cell, num_hiddens, num_layers, dropout):
+    """The book's Keras 2 layers: a time-major ``SimpleRNN``, or an ``RNN`` over ``num_layers`` GRU cells,
+    giving their outputs and states (Keras 3 has no time-major layers: it refuses them in one line)."""
+    if _KERAS3:
+        raise BackendError("the 1.0 edition's d2l.RNN and d2l.GRU are Keras 2 layers (time_major=True), "
+                           "which Keras 3 does not have: run with TF_USE_LEGACY_KERAS=1 and tf-keras "
+                           "installed")
+    if cell == "rnn":
+        return tf.keras.layers.SimpleRNN(num_hiddens, return_sequences=True, return_state=True,
+                                         time_major=True)
+    cells = [tf.keras.layers.GRUCell(num_hiddens, dropout=dropout) for _ in range(num_layers)]
+    return tf.keras.layers.RNN(cells, return_sequences=True, return_state=True, time_major=True)
+
+
+def _run_layer(layer, inputs, H):
+    """The book's Keras ``RNN.forward`` (the state H) and ``GRU.forward`` (the list of each layer's)."""
+    outputs, *state = layer(inputs, H)
+    return outputs, state[0] if isinstance(layer, tf.keras.layers.SimpleRNN) else state
+
+
+def _set_training(module, mode):
+    module.training = mode
+
+
+def _parameter(x):
+    """A trainable variable a Keras model tracks as an attribute: ``tf.Variable`` (Keras 2, the book's),
+    ``keras.Variable`` (Keras 3 does not track a ``tf.Variable``)."""
+    return tf.keras.Variable(x) if _KERAS3 else tf.Variable(x)
+
+
 _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
@@ -465,7 +501,12 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v
                                  begin_state_extra=() if _KERAS3 else (("dtype", tf.float32),),
                                  module_bases=(_BookLayer, _BookModel, "call"),
                                  infer_shapes=_infer_shapes, call_loss=_call_loss,
-                                 dense_grad=tf.convert_to_tensor)
+                                 dense_grad=tf.convert_to_tensor, parameter=_parameter,
+                                 no_grad=contextlib.nullcontext, set_training=_set_training,
+                                 dense=lambda n: tf.keras.layers.Dense(n),
+                                 embedding=lambda n, d: tf.keras.layers.Embedding(n, d),
+                                 run_layer=_run_layer, tape_gradients=_tape_gradients,
+                                 book_layer=_book_layer)
 
 
 def in_place_hooks():

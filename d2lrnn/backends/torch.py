@@ -338,17 +338,33 @@ def _book_seq2seq_init(module, device):
     for layer in module.modules():
         if isinstance(layer, (torch.nn.Linear, torch.nn.GRU)):
             for name, param in layer.named_parameters(recurse=False):
-                if name.startswith("weight"):
+                # a lazy layer's weight has no shape yet (the book's cells leave it as it comes)
+                lazy = isinstance(param, torch.nn.parameter.UninitializedParameter)
+                if name.startswith("weight") and not lazy:
                     torch.nn.init.xavier_uniform_(param)
     if device is not None:
         module.to(device)
+
+
+def _backward(fn):
+    loss = fn()
+    loss.backward()
+    return loss
+
+
+def _set_training(module, mode):
+    module.train(mode)
 
 
 _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad, assign=_assign,
                                  is_variable=lambda x: False, is_module=_is_module,
                                  module_params=_module_params, call_with=_call_with,
                                  module_bases=(torch.nn.Module, torch.nn.Module, "forward"),
-                                 book_seq2seq_init=_book_seq2seq_init)
+                                 book_seq2seq_init=_book_seq2seq_init,
+                                 parameter=torch.nn.Parameter, backward=_backward, no_grad=torch.no_grad,
+                                 set_training=_set_training, dense=torch.nn.LazyLinear,
+                                 embedding=torch.nn.Embedding,
+                                 run_layer=lambda layer, inputs, H: layer(inputs, H), layer_inputs=True)
 
 
 def in_place_hooks():

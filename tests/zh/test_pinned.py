@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import d2lrnn
+from d2lrnn import _pinning
 from d2lrnn.zh import _pinned
 
 TENSOR_MODULES = {"numpy": "numpy", "torch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet",
@@ -17,7 +18,7 @@ TENSOR_MODULES = {"numpy": "numpy", "torch": "torch", "tensorflow": "tensorflow"
 
 def _forget(monkeypatch):
     """As if no d2lrnn.zh module had been imported in this process (put back as it was afterwards)."""
-    monkeypatch.setattr(_pinned, "_pinned", None)
+    monkeypatch.setattr(_pinning, "_pinned", None)
     for name in [m for m in sys.modules if m.startswith("d2lrnn.zh.") and m != "d2lrnn.zh._pinned"]:
         monkeypatch.delitem(sys.modules, name)
 
@@ -87,7 +88,7 @@ def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(backend,
         _import(other)
     message = str(missing.value)
     assert "\n" not in message and f'pip install "d2lrnn[{other}]"' in message, message
-    assert d2lrnn.backend_name() == backend and _pinned._pinned is None  # nothing changed
+    assert d2lrnn.backend_name() == backend and _pinning._pinned is None  # nothing changed
     assert _import(backend).backend_name() == backend  # and the env's own framework still can be
 
 

@@ -1,0 +1,105 @@
+"""The English 1.0 edition's encoder-decoder classes: ``Encoder``, ``Decoder``, ``EncoderDecoder`` (a
+``Classifier``, trained by ``Trainer``), ``Seq2SeqEncoder`` and ``Seq2Seq`` (masked loss, Adam).
+
+``Encoder`` and ``Decoder`` are the framework's layer classes with the book's interface (the 2.x face's,
+:func:`d2lrnn.book.seq2seq.framework_class`); the encoder's recurrent layer is the book's ``GRU`` (the
+framework's own), its embedding the framework's.
+"""
+
+from ... import ops
+from .base import Adam, hooks_for, keras_call, optimizer
+
+
+class EncoderDecoderMethods:
+    """``model(enc_X, dec_X, *args)``: encode, make the decoder's first state, return the decoder's
+    outputs (its state dropped)."""
+
+    def __init__(self, encoder, decoder):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def forward(self, enc_X, dec_X, *args):
+        enc_all_outputs = self.encoder(enc_X, *args)
+        dec_state = self.decoder.init_state(enc_all_outputs, *args)
+        return self.decoder(dec_X, dec_state)[0]
+
+    def predict_step(self, batch, device, num_steps, save_attention_weights=False):
+        """Greedy decoding of ``batch`` = (src, tgt, src_valid_len, _) for ``num_steps`` steps, starting from
+        the target's first token: ``(predicted indices (batch, num_steps), attention weights)``."""
+        batch = [ops.to_device(a, device) for a in batch]
+        src, tgt, src_valid_len, _ = batch
+        hooks = hooks_for("no_grad")
+        with hooks.no_grad():
+            enc_all_outputs = self.encoder(src, src_valid_len)
+            dec_state = self.decoder.init_state(enc_all_outputs, src_valid_len)
+            outputs, attention_weights = [ops.reshape(tgt[:, 0], (-1, 1))], []
+            for _ in range(num_steps):
+                Y, dec_state = self.decoder(outputs[-1], dec_state)
+                outputs.append(ops.argmax(Y, 2))
+                if save_attention_weights:
+                    attention_weights.append(self.decoder.attention_weights)
+        return ops.concat(outputs[1:], 1), attention_weights
+
+
+class Seq2SeqEncoderMethods:
+    """Embedding, then a ``num_layers`` GRU over the time-major embeddings: ``(outputs, state)``."""
+
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+        super().__init__()
+        hooks = hooks_for("embedding")
+        self.embedding = hooks.embedding(vocab_size, embed_size)
+        sizes = (embed_size, num_hiddens) if hooks.layer_inputs else (num_hiddens,)
+        self.rnn = self._GRU(*sizes, num_layers, dropout)
+        init_seq2seq(self)
+
+    def forward(self, X, *args):
+        embs = self.embedding(ops.astype(ops.transpose(X), "int64"))
+        outputs, state = self.rnn(embs)
+        return outputs, state
+
+
+def init_seq2seq(module):
+    """The book's initialization for translation: Xavier-uniform weights for the module's dense and GRU
+    layers (PyTorch, MXNet), as the framework's cells of the book do."""
+    hooks = hooks_for("module_bases")
+    if hooks.book_seq2seq_init is not None:
+        hooks.book_seq2seq_init(module, None)
+
+
+class Seq2SeqMethods:
+    """The encoder-decoder trained by the cross-entropy of the target's non-padding tokens, with Adam."""
+
+    def __init__(self, encoder, decoder, tgt_pad, lr):
+        super().__init__(encoder, decoder)
+        self.save_hyperparameters()
+
+    def validation_step(self, batch):
+        Y_hat = self(*batch[:-1])
+        self.plot("loss", self.loss(Y_hat, batch[-1]), train=False)
+
+    def configure_optimizers(self):
+        return optimizer(Adam, self)
+
+    def loss(self, Y_hat, Y):
+        """The mean cross-entropy over the tokens of ``Y`` that are not ``tgt_pad``."""
+        losses = super().loss(Y_hat, Y, averaged=False)
+        mask = ops.astype(ops.reshape(Y, (-1,)) != self.tgt_pad, "float32")
+        return ops.sum(losses * mask) / ops.sum(mask)
+
+
+def seq2seq_classes(classes, hooks):
+    """The encoder-decoder classes over the framework's module classes."""
+    from ..seq2seq import framework_class
+
+    def make(name, methods, base, extra=None):
+        namespace = {"__doc__": methods.__doc__, "__module__": __name__, **(extra or {})}
+        return type(name, (methods, base), namespace)
+
+    Encoder, Decoder = framework_class("Encoder"), framework_class("Decoder")
+    EncoderDecoder = make("EncoderDecoder", EncoderDecoderMethods, classes["Classifier"])
+    extra = {"call": keras_call} if hooks.module_bases[2] != "forward" else {}
+    Seq2SeqEncoder = make("Seq2SeqEncoder", Seq2SeqEncoderMethods, Encoder, {"_GRU": classes["GRU"], **extra})
+    Seq2Seq = make("Seq2Seq", Seq2SeqMethods, EncoderDecoder)
+    return {"Encoder": Encoder, "Decoder": Decoder, "EncoderDecoder": EncoderDecoder,
+            "Seq2SeqEncoder": Seq2SeqEncoder, "Seq2Seq": Seq2Seq, "init_seq2seq": init_seq2seq}

@@ -1,0 +1,136 @@
+"""``Trainer.fit`` on the env's framework: a reader's own ``Module``, ``add_to_class``, one step of the
+scratch language model against the NumPy reference, training that lowers perplexity, and the concise and
+encoder-decoder models of the later sections."""
+
+import math
+
+import numpy as np
+import pytest
+
+import d2lrnn
+
+from .. import reference
+from .frameworks import decoder_class, keras3, parameter
+from .test_classes import B, H, T, scratch_model, tokens
+
+
+def one_batch_data(d2l, *arrays):
+    """A ``DataModule`` whose training data is one minibatch of ``arrays`` and that has no validation."""
+
+    class OneBatch(d2l.DataModule):
+        def __init__(self):
+            super().__init__()
+            self.batch = [d2l.tensor(a) for a in arrays]
+
+        def get_dataloader(self, train):
+            return [self.batch] if train else None
+
+    return OneBatch()
+
+
+def test_a_readers_module_is_trained_by_sgd_as_computed_by_hand(d2l, backend):
+    class Line(d2l.Module):
+        """y = x w + b, as the 1.0 edition's linear-regression cells write a model."""
+
+        def __init__(self, lr):
+            super().__init__(plot_train_per_epoch=1)
+            self.save_hyperparameters()
+            self.w = parameter(backend, np.array([[0.5], [-1.0]], np.float32))
+            self.b = parameter(backend, np.array([0.25], np.float32))
+
+        def forward(self, X):
+            return d2l.matmul(X, self.w) + self.b
+
+        def loss(self, y_hat, y):
+            return d2l.reduce_mean((y_hat - y) ** 2)
+
+        def configure_optimizers(self):
+            return d2l.SGD([self.w, self.b], self.lr)
+
+    X = np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)
+    y = np.array([[1.0], [0.0]], np.float32)
+    model = Line(lr=0.1)
+    d2l.Trainer(max_epochs=1).fit(model, one_batch_data(d2l, X, y))
+    # by hand: y_hat = [-1.25, 2.75], r = y_hat - y = [-2.25, 2.75]; dL/dw = X^T r, dL/db = sum r (2/n = 1)
+    r = np.array([[-2.25], [2.75]])
+    np.testing.assert_allclose(d2l.to_numpy(model.w), [[0.5], [-1.0]] - 0.1 * X.T @ r, rtol=1e-6)
+    np.testing.assert_allclose(d2l.to_numpy(model.b), [0.25 - 0.1 * 0.5], rtol=1e-6)
+    (point,) = model.board.data["train_loss"]  # drawn at the fraction of the epoch done before the step
+    assert point.x == 0 and point.y == pytest.approx((2.25 ** 2 + 2.75 ** 2) / 2)
+
+
+def test_add_to_class_changes_what_the_trainer_runs(d2l):
+    class Mine(d2l.RNNLMScratch):  # a class of the test's own: add_to_class changes it for the process
+        pass
+
+    model, _ = scratch_model(d2l, model_class=Mine)
+    seen = []
+
+    @d2l.add_to_class(Mine)
+    def training_step(self, batch):
+        seen.append(tuple(d2l.shape(batch[0])))
+        return self.loss(self(*batch[:-1]), batch[-1])
+
+    d2l.Trainer(max_epochs=2).fit(model, one_batch_data(d2l, tokens((B, T)), tokens((B, T), 1)))
+    assert seen == [(B, T), (B, T)]
+
+
+def test_one_clipped_step_of_the_scratch_language_model_is_the_references(d2l):
+    model, params = scratch_model(d2l)
+    X, Y = tokens((B, T)), tokens((B, T), 1)
+    theta = 0.05  # below the gradient's norm: clipping acts
+    _, grads, expected, _ = reference.sgd_step(params, X, Y, np.zeros((B, H)), lr=0.5, theta=theta)
+    unclipped = reference.loss_and_grads(params, X, Y, np.zeros((B, H)))[1]
+    assert math.sqrt(sum(float((g * g).sum()) for g in unclipped)) > theta
+    d2l.Trainer(max_epochs=1, gradient_clip_val=theta).fit(model, one_batch_data(d2l, X, Y))
+    got = [d2l.to_numpy(p) for p in (model.rnn.W_xh, model.rnn.W_hh, model.rnn.b_h, model.W_hq, model.b_q)]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    (point,) = model.board.data["train_ppl"]
+    assert point.y == pytest.approx(math.exp(reference.loss(params, X, Y, np.zeros((B, H)))), rel=1e-5)
+
+
+def test_training_the_scratch_language_model_lowers_its_perplexity(d2l):
+    data = d2l.TimeMachine(batch_size=64, num_steps=16, num_train=512, num_val=256)
+    rnn = d2l.RNNScratch(num_inputs=len(data.vocab), num_hiddens=32)
+    model = d2l.RNNLMScratch(rnn, vocab_size=len(data.vocab), lr=1)
+    d2l.Trainer(max_epochs=3, gradient_clip_val=1, num_gpus=1).fit(model, data)
+    val = [p.y for p in model.board.data["val_ppl"]]
+    assert len(val) == 3 and val[0] > val[1] > val[2] and val[2] < 0.75 * len(data.vocab), val
+    assert model.predict("it has", 5, data.vocab).startswith("it has")
+
+
+def test_the_concise_models_train(d2l, backend):
+    data = d2l.TimeMachine(batch_size=32, num_steps=8, num_train=256, num_val=64)
+    if keras3(backend):  # the book's Keras layers are time-major, which only Keras 2 has: one line says so
+        with pytest.raises(d2lrnn.BackendError, match="TF_USE_LEGACY_KERAS=1") as refused:
+            d2l.RNN(num_hiddens=16)
+        assert "\n" not in str(refused.value)
+        return
+    # the book's PyTorch layers are told their number of inputs; the other frameworks' learn it
+    inputs = {"num_inputs": len(data.vocab)} if backend == "torch" else {}
+    for rnn in (d2l.RNN(**inputs, num_hiddens=16), d2l.GRU(**inputs, num_hiddens=16, num_layers=2)):
+        model = d2l.RNNLM(rnn, vocab_size=len(data.vocab), lr=2)
+        d2l.Trainer(max_epochs=2, gradient_clip_val=1).fit(model, data)
+        train = [p.y for p in model.board.data["train_ppl"]]
+        assert train[-1] < train[0] < 2 * len(data.vocab), train
+        outputs, state = rnn(model.one_hot(d2l.ones((2, 5), dtype=d2l.int64)))
+        d2l.check_shape(outputs, (5, 2, 16))
+
+
+def test_the_encoder_decoder_trains_and_translates(d2l, backend):
+    data = d2l.MTFraEng(batch_size=32, num_train=128, num_val=32)
+    if keras3(backend):
+        with pytest.raises(d2lrnn.BackendError, match="TF_USE_LEGACY_KERAS=1"):
+            d2l.Seq2SeqEncoder(len(data.src_vocab), 16, 16, 2)
+        return
+    encoder = d2l.Seq2SeqEncoder(len(data.src_vocab), 16, 16, 2)
+    decoder = decoder_class(backend, d2l)(len(data.tgt_vocab), 16, 16, 2)
+    model = d2l.Seq2Seq(encoder, decoder, tgt_pad=data.tgt_vocab["<pad>"], lr=0.01)
+    d2l.Trainer(max_epochs=3, gradient_clip_val=1).fit(model, data)
+    val = [p.y for p in model.board.data["val_loss"]]
+    assert val[-1] < val[0], val
+    preds, _ = model.predict_step(data.build(["go .", "i lost ."], ["va !", "j'ai perdu ."]), d2l.try_gpu(),
+                                  data.num_steps)
+    d2l.check_shape(preds, (2, data.num_steps))
+    assert d2l.bleu("va !", "va !", k=2) == 1.0
