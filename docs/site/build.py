@@ -78,8 +78,8 @@ def ensure_envs(tox_dir, backends, create):
     """Fail with the command that makes them when a backend's env is missing (or make them, ``create``)."""
     missing = [b for b in backends if not backend_python(tox_dir, b).exists()]
     if missing and create:
-        subprocess.run([sys.executable, "-m", "tox", "--workdir", str(tox_dir), "--notest", "-e", ",".join(missing)],
-                       cwd=ROOT, check=True)
+        cmd = [sys.executable, "-m", "tox", "--workdir", str(tox_dir), "--notest", "-e", ",".join(missing)]
+        subprocess.run(cmd, cwd=ROOT, check=True)
         missing = [b for b in backends if not backend_python(tox_dir, b).exists()]
     if missing:
         sys.exit(f"no env for {', '.join(missing)} in {tox_dir}: run `tox --notest -e {','.join(missing)}` "

@@ -33,8 +33,8 @@ def weigh(folder, pages):
             context = browser.new_context()
             page = context.new_page()
             sizes, foreign = [], []
-            page.on("response", lambda r: sizes.append(len(r.body()) if r.ok else 0))
-            page.on("request", lambda r: not r.url.startswith(base) and foreign.append(r.url))
+            page.on("response", lambda r, sizes=sizes: sizes.append(len(r.body()) if r.ok else 0))
+            page.on("request", lambda r, out=foreign: not r.url.startswith(base) and out.append(r.url))
             page.goto(base + page_path)
             page.wait_for_load_state("networkidle")
             results[page_path] = (len(sizes), sum(sizes), foreign)

@@ -132,7 +132,8 @@ def section_page(section, notebooks, backends):
             images.update(imgs)
     failed = [b for b in backends if notebooks[b].metadata.get("d2lrnn_site", {}).get("failed_cells")]
     if failed:
-        parts.insert(1, f"```{{warning}}\nA cell raised on {', '.join(failed)}; its tab shows the error.\n```\n")
+        note = f"A cell raised on {', '.join(failed)}; its tab shows the error."
+        parts.insert(1, f"```{{warning}}\n{note}\n```\n")
     return "\n".join(parts), images, title
 
 

@@ -25,6 +25,7 @@ SECTIONS = ("rnn", "rnn-scratch")  # math (rnn) and training plots (rnn-scratch)
 BACKENDS = ("numpy", "torch")
 CHROMIUM = os.environ.get("D2LRNN_CHROMIUM", "/usr/bin/chromium")
 #: Where the test's site goes: kept between runs, so its executed notebooks are cached.
+WITHOUT_ALT = "els => els.filter(e => !e.alt.trim()).map(e => e.src)"
 OUT = pathlib.Path(os.environ.get("D2LRNN_SITE_TEST_OUT", ROOT / ".tox" / "site-browser-test"))
 
 
@@ -91,7 +92,7 @@ def test_every_page_loads_cleanly_with_alt_texts_and_resolving_links(site, serve
         assert not visit.errors, (rel, visit.errors)
         assert not visit.failed, (rel, visit.failed)
         assert not visit.foreign, (rel, visit.foreign)  # nothing is fetched from elsewhere
-        no_alt = visit.page.eval_on_selector_all("img", "els => els.filter(e => !e.alt.trim()).map(e => e.src)")
+        no_alt = visit.page.eval_on_selector_all("img", WITHOUT_ALT)
         assert not no_alt, (rel, no_alt)
         hrefs = visit.page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
         for href in hrefs:
@@ -114,7 +115,7 @@ def _check_link(site, server, page_url, href):
         assert urllib.parse.unquote(parts.fragment) in ids, (page_url, href)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ids(path):
     import html.parser
 

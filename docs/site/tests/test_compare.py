@@ -1,8 +1,7 @@
 """compare.py: which printed outputs agree across backends, and render.py's marks built on it."""
 
-import nbformat
-
 import compare
+import nbformat
 import render
 
 # One 2x2 float32 tensor as each framework prints it (copied from each framework's repr).
