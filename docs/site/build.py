@@ -92,6 +92,9 @@ def execute_missing(sections, backends, quick, cache, tox_dir):
     for backend in backends:
         todo = [(s, cache_path(cache, s, backend, quick, digest)) for s in sections]
         todo = [(s, path) for s, path in todo if not path.exists()]
+        for _, path in todo:  # the same section, backend and mode run on older sources
+            for stale in path.parent.glob(path.name.rsplit(".", 2)[0] + ".*.ipynb"):
+                stale.unlink()
         if not todo:
             continue
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -100,6 +103,23 @@ def execute_missing(sections, backends, quick, cache, tox_dir):
         subprocess.run(cmd, cwd=ROOT, env=env, check=True)
     return {s: {b: nbformat.read(cache_path(cache, s, b, quick, digest), as_version=4) for b in backends}
             for s in sections}
+
+
+def _selection(src):
+    """What the sources in ``src`` were written for (None if nothing was)."""
+    path = src / "site.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def clean(out, keep):
+    """Remove the built site and its sources, all but the folder ``keep`` (the cache). A folder without
+    ``.build/`` is not one this script made, and is left alone."""
+    if not (out / ".build").is_dir():
+        return
+    for path in [*out.iterdir(), *(out / ".build").glob("*")]:
+        if path == keep or path == out / ".build":
+            continue
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def write_if_changed(path, text):
@@ -175,8 +195,8 @@ def main(argv=None):
     ensure_envs(args.tox_dir, backends, args.create_envs)
     executed = execute_missing(sections, backends, not args.full, work / "executed", args.tox_dir)
     src = work / "src"
-    if src.exists() and json.loads((src / "site.json").read_text() or "{}").get("sections") != sections:
-        shutil.rmtree(src)  # another selection: no stale pages in the toc
+    if _selection(src) != {"sections": sections, "backends": backends, "quick": not args.full}:
+        clean(out, keep=work / "executed")  # another selection: no page of the last one stays behind
     write_sources(src, executed, backends, not args.full)
     sphinx(src, out, work / "doctrees")
     copy_mathjax(out / "_static")

@@ -176,6 +176,15 @@ def test_each_backend_tab_switches_every_tab_set_and_shows_its_plot(server, brow
     assert not visit.errors and not visit.failed and not visit.foreign
 
 
+def test_the_chosen_backend_is_kept_on_the_next_page(server, browser):
+    visit = Visit(browser, server + "chapters/rnn-scratch.html")
+    chosen = BACKENDS[-1]  # not the first, which a page shows by default
+    visit.page.locator(".backend-outputs label.sd-tab-label", has_text=chosen).first.click()
+    visit.page.goto(server + "chapters/rnn.html")
+    visit.page.wait_for_load_state("networkidle")
+    assert set(visit.page.locator(".backend-outputs input:checked + label").all_inner_texts()) == {chosen}
+
+
 def test_search_finds_a_section(server, browser):
     visit = Visit(browser, server + "search.html?q=perplexity")
     visit.page.wait_for_selector("#search-results li", timeout=30_000)
