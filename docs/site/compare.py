@@ -3,7 +3,8 @@
 Each backend prints its tensors its own way (``array(...)``, ``tensor(...)``, ``<tf.Tensor ...>``,
 ``<NDArray ...>``, ``Array(...)``, ``Tensor(shape=..., place=...)``) and its own timings. The
 comparison therefore reads each line as a sequence of words and numbers after removing the
-frameworks' wrappers, the timings and the backend's own name; two printed numbers agree when
+frameworks' wrappers, the timings, the device (``cpu``, ``/CPU:0``, ``cpu(0)``, ``Place(cpu)``) and any
+framework's module name (``numpy``, ``tensorflow.python.framework.ops``); two printed numbers agree when
 they differ by at most one unit in the last place of the less precise one (``0.12345678`` and
 ``0.1235`` agree, ``13.70`` and ``13.73`` do not; ``2.4e-07`` and ``0.0e+00`` do not either).
 """
@@ -22,6 +23,9 @@ _WRAPPERS = re.compile(
 _TIMINGS = re.compile(
     r"(tok/s|tokens/s(ec)?|examples/s(ec)?)\s*[\d,]+(\.\d+)?"
     r"|[\d,]*\d(\.\d+)?\s*(tokens/s(ec)?|examples/s(ec)?|tok/s|sec\b|s\b|ms\b|min\b)")
+# Where it ran and which module a type comes from: each framework names them its own way.
+_DEVICES = re.compile(r"/?\b(CPU|GPU|cpu|gpu)(:\d+|\(\d+\))?|Place\((cpu|gpu:\d+)\)|CpuDevice\(id=\d+\)")
+_MODULES = re.compile(r"\b(numpy|torch|tensorflow|tf|mxnet|mx|jax|jaxlib|flax|paddle)(\.[\w]+)*\b")
 _TOKEN = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf|[^\W\d]+",
                     re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?[\d,]*\d(\.\d*)?([eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
@@ -39,12 +43,11 @@ def _ulp(token):
     return 10.0 ** (math.floor(math.log10(abs(value))) - decimals) if value else 0.0
 
 
-def tokens(line, backend=None):
-    """The words and numbers of ``line`` that a comparison looks at (wrappers, timings, the backend's name
-    removed); numbers stay strings so that their printed precision is kept."""
-    if backend:
-        line = re.sub(rf"\b{re.escape(backend)}\b", "BACKEND", line)
+def tokens(line):
+    """The words and numbers of ``line`` that a comparison looks at (wrappers, timings, devices and
+    frameworks' names replaced); numbers stay strings so that their printed precision is kept."""
     line = _WRAPPERS.sub(" ", _TIMINGS.sub(" TIME ", line))
+    line = _MODULES.sub("FRAMEWORK", _DEVICES.sub("DEVICE", line))
     return _TOKEN.findall(line)
 
 
@@ -62,7 +65,7 @@ def same_token(a, b):
 
 def agree(texts):
     """True when the texts (backend -> printed text) are the same up to printing precision."""
-    seqs = [tokens(text, backend) for backend, text in texts.items()]
+    seqs = [tokens(text) for text in texts.values()]
     first = seqs[0]
     return all(len(s) == len(first) and all(map(same_token, s, first)) for s in seqs[1:])
 

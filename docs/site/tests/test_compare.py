@@ -47,6 +47,15 @@ def test_timings_and_the_backends_name_are_not_compared():
                                                "torch": "perplexity 13.9, 15,061 tokens/sec on cpu"}]
 
 
+def test_devices_and_the_frameworks_module_names_are_not_compared():
+    devices = {"numpy": "on cpu", "torch": "on cpu", "tensorflow": "on /CPU:0", "mxnet": "on cpu(0)",
+               "jax": "on cpu:0", "paddle": "on Place(cpu)"}
+    assert compare.agree({b: f"perplexity 13.7, 9,000 tokens/sec {d}" for b, d in devices.items()})
+    modules = {"numpy": "numpy", "tensorflow": "tensorflow.python.framework.ops", "jax": "jaxlib._jax"}
+    assert compare.agree({b: f"{m} (4, 10)" for b, m in modules.items()})
+    assert not compare.agree({b: f"{m} (4, {b == 'jax' and 11 or 10})" for b, m in modules.items()})
+
+
 def _stream(text):
     return nbformat.v4.new_output("stream", name="stdout", text=text)
 
