@@ -75,17 +75,17 @@ def _output_blocks(outputs, image_name, alt):
 
 
 def _differences(texts):
-    """A table of the lines that differ between backends, one column per backend."""
+    """A table of the lines that differ between backends: a row per backend, its lines one under another."""
     rows = compare.differing_lines(texts)
     if not rows:
         return ""
-    backends = list(texts)
 
     def cell(line):
-        return "`" + line.strip().replace("`", "'").replace("|", "\\|")[:120] + "`" if line.strip() else ""
+        line = line.strip().replace("`", "'").replace("|", "\\|")[:150]
+        return f"`{line}`" if line else "(none)"
 
-    table = ["| " + " | ".join(backends) + " |", "|" + " --- |" * len(backends)]
-    table += ["| " + " | ".join(cell(row[b]) for b in backends) + " |" for row in rows]
+    table = ["| backend | what it printed there |", "| --- | --- |"]
+    table += [f"| {b} | " + "<br>".join(cell(row[b]) for row in rows) + " |" for b in texts]
     return ("```{dropdown} The lines that differ, side by side\n:class-container: backend-diff\n\n"
             + "\n".join(table) + "\n```\n")
 
