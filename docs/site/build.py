@@ -200,7 +200,8 @@ def main(argv=None):
     write_sources(src, executed, backends, not args.full)
     sphinx(src, out, work / "doctrees")
     copy_mathjax(out / "_static")
-    print(f"site built: {out}/index.html (serve it with: python -m http.server -d {os.path.relpath(out)})")
+    shown = out.relative_to(pathlib.Path.cwd()) if out.is_relative_to(pathlib.Path.cwd()) else out
+    print(f"site built: {out}/index.html (serve it with: python -m http.server -d {shown})")
 
 
 if __name__ == "__main__":
