@@ -105,7 +105,7 @@ class Updater(training_step.Updater):
     def __init__(self, net, optimizer=None, clip=1.0, loss=lm_loss, truncation=None, schedule=None,
                  device=None, objective=None, average=0.0):
         self.masks_for = net if objective is None and takes_masks(net) else None
-        self.num_factors = len(get_truncation(truncation).factors(2))
+        self.num_factors = get_truncation(truncation).num_factors
         if objective is None:
             objective = lm_objective(net, loss, True, truncation)
         super().__init__(net.params, objective, SGD(1.0) if optimizer is None else optimizer, clip, schedule,

@@ -121,6 +121,30 @@ def test_the_averaged_weights_after_k_steps_are_the_formula():
     assert saved["averaged"] is True and len(saved["arrays"]) == 3 * len(net.params)  # Adam's 2 + the average
 
 
+@pytest.mark.parametrize("truncation", [None, d2l.RandomizedTruncation(0.5)], ids=["full", "randomized"])
+def test_a_step_called_without_masks_draws_them_from_d2lrnns_generator_outside_the_step(truncation):
+    d2l.manual_seed(0)
+    net = d2l.make_model("scratch", V, H, cell="lstm", output_dropout=0.3, locked_dropout=True,
+                         weight_drop=0.3)
+    X = ops.from_numpy(np.random.default_rng(1).integers(0, V, (B, T)))
+    state, params = net.begin_state(B), net.params
+
+    def loss(*masks):
+        step = lm_train.Updater(net, truncation=truncation)
+        factors = truncation.factors(T) if truncation is not None else ()
+        return float(ops.to_numpy(step(params, X, X, state, *factors, *masks)[0]))
+
+    saved = d2l.backends.generator_state()
+    drawn_by_the_step = loss()
+    d2l.backends.set_generator_state(saved)
+    if truncation is not None:
+        truncation.factors(T)  # drawn first, by step_inputs' order
+    masks = net.draw_masks(B, d2l.backends.generator())
+    d2l.backends.set_generator_state(saved)
+    assert loss(masks) == drawn_by_the_step
+    assert loss(net.draw_masks(B, np.random.default_rng(9))) != drawn_by_the_step
+
+
 def _twenty_regularized_steps(kind, cell, num_layers):
     """20 Adam steps with locked dropout (inputs, between the layers, outputs) and weight drop, masks
     from a seeded NumPy generator, averaged weights kept; losses, final and averaged parameters."""
