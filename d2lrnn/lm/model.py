@@ -126,9 +126,11 @@ class _LayerModel(_LanguageModel):
         W_h* * M for every recurrent weight: the cell sees the masked weight, so a dropped entry gets no
         gradient. ``masks`` are :meth:`draw_masks`'s (drawn here from d2lrnn's generator if not given).
         """
-        drop = dict(zip(self.mask_shapes(1), masks or ())) if training else {}
-        if training and masks is None and self.regularized:
-            drop = dict(zip(self.mask_shapes(1), self.draw_masks(ops.shape(X)[0], generator())))
+        drop = {}  # the masks by name (mask_shapes)
+        if training and self.regularized:
+            if masks is None:  # an eager call: a compiled step gets them as inputs (lm.train.lm_objective)
+                masks = self.draw_masks(ops.shape(X)[0], generator())
+            drop = dict(zip(self.mask_shapes(1), masks))
         X = ops.transpose(X)
         if training and self.input_dropout:
             X = ops.one_hot(X, self.vocab_size)
