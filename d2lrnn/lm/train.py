@@ -281,6 +281,9 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     """
     check_causal(net, allow_bidirectional)
     check_data(net, train_iter=train_iter, val_iter=val_iter)
+    if mask_rng is not None and not isinstance(mask_rng, np.random.Generator):
+        raise ArgumentError(f"mask_rng must be a NumPy Generator (np.random.default_rng(seed)) or None "
+                            f"(d2lrnn's own), got {type(mask_rng).__name__}")
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)

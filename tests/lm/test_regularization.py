@@ -207,6 +207,8 @@ def test_train_lm_validates_with_the_averaged_weights_and_ends_holding_them(monk
      "locked dropout between layers needs the scratch model"),
     (lambda: lm_train.Updater(d2l.make_model("scratch", V, H), average=1.0),
      r"average is 1.0: use a decay in \[0, 1\)"),
+    (lambda: lm_train.train_lm(d2l.make_model("scratch", V, H), [], 1.0, 1, mask_rng=7),
+     r"mask_rng must be a NumPy Generator \(np.random.default_rng\(seed\)\) or None .*, got int"),
 ])
 def test_bad_settings_are_one_line(call, message):
     with pytest.raises(d2l.ArgumentError, match=message) as err:
