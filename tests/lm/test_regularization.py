@@ -238,3 +238,17 @@ def test_the_settings_are_saved_and_a_checkpoint_without_them_loads_with_them_of
     np.savez(path, **arrays)
     with pytest.raises(d2l.CheckpointError, match="weight_drop"):
         d2l.load_checkpoint(path)
+
+
+def test_train_lm_draws_the_masks_from_the_generator_it_is_given():
+    def trained(seed):
+        d2l.manual_seed(0)
+        train_iter, vocab = d2l.load_data_time_machine(4, 8, max_tokens=300)
+        net = d2l.make_model("scratch", len(vocab), 8, cell="gru", weight_drop=0.5)
+        lm_train.train_lm(net, train_iter, 1.0, 1, progress=False, plot=False, verbose=False,
+                          mask_rng=np.random.default_rng(seed))
+        return [ops.to_numpy(p) for p in net.params]
+
+    first, again, other = trained(1), trained(1), trained(2)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not np.array_equal(first[1], other[1])  # W_hz: trained under other masks
