@@ -9,8 +9,10 @@ import pytest
 
 import d2lrnn as d2l
 from d2lrnn import ops
+from d2lrnn.lm import checkpoint as lm_checkpoint
 from d2lrnn.lm import train as lm_train
 from d2lrnn.lm.loss import lm_loss
+from d2lrnn.training import checkpoint as d2lrnn_checkpoint
 from tests.parity import assert_close, to_numpy_tree
 
 V, H, B, T = 6, 5, 4, 7
@@ -252,3 +254,29 @@ def test_train_lm_draws_the_masks_from_the_generator_it_is_given():
     first, again, other = trained(1), trained(1), trained(2)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
     assert not np.array_equal(first[1], other[1])  # W_hz: trained under other masks
+
+
+def test_the_averaged_weights_in_a_checkpoint_are_read_back_and_a_crafted_flag_is_refused(tmp_path):
+    d2l.manual_seed(0)
+    net, vocab = d2l.make_model("scratch", V, H), d2l.Vocab(list("abcde"))
+    step = lm_train.Updater(net, d2l.Adam(0.01), average=0.99)
+    path = tmp_path / "last.npz"
+    write = lm_checkpoint.checkpoint_writer(net, vocab, optimizer_state=step.state_dict())
+    d2lrnn_checkpoint.write_checkpoint(path, write)
+    saved = d2lrnn_checkpoint.load_optimizer_state(path)
+    assert saved["averaged"] is True and len(saved["arrays"]) == 3 * len(net.params)
+    fresh = lm_train.Updater(net, d2l.Adam(0.01), average=0.99)
+    fresh.load_state_dict(saved)
+    with pytest.raises(d2l.ArgumentError, match=r"\(averaged weights\); this run uses 'adam' with 10:"):
+        lm_train.Updater(net, d2l.Adam(0.01)).load_state_dict(saved)
+    crafted = (("yes", "averaged is yes, not true or false"), (False, "15 arrays where adam keeps 10"))
+    for value, why in crafted:
+        with np.load(path) as data:
+            arrays = {name: data[name] for name in data.files}
+        meta = json.loads(str(arrays["meta"]))
+        meta["optimizer"]["averaged"] = value
+        arrays["meta"] = np.array(json.dumps(meta))
+        np.savez(path, **arrays)
+        with pytest.raises(d2l.CheckpointError, match=why) as err:
+            d2lrnn_checkpoint.load_optimizer_state(path)
+        assert "\n" not in str(err.value)
