@@ -97,6 +97,14 @@ def dropout_rate(text):
     return value
 
 
+def decay_rate(text):
+    """The decay of a moving average: 0 (none) up to, not including, 1."""
+    value = _number(text, float)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 (none) and below 1 (e.g. 0.999), got {value:g}")
+    return value
+
+
 def yes_no(text):
     """``True``/``False`` as a saved run writes them (``--raw`` itself takes no value)."""
     if text in ("True", "False"):

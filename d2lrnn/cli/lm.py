@@ -20,6 +20,7 @@ from ..training.optim import Schedule, get_optimizer
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
+    decay_rate,
     dropout_rate,
     max_tokens,
     nonnegative_float,
@@ -37,7 +38,8 @@ TIME_MACHINE_PREFIXES = ("time traveller", "traveller")
 
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
 TRAIN_DEFAULTS = {"corpus": "timemachine", "raw": False, "model": "scratch", "cell": "rnn", "num_layers": 1,
-                  "dropout": 0.0, "input_dropout": 0.0, "output_dropout": 0.0, "init": "normal",
+                  "dropout": 0.0, "input_dropout": 0.0, "output_dropout": 0.0, "locked_dropout": False,
+                  "weight_drop": 0.0, "ema": 0.0, "init": "normal",
                   "hidden": 512, "batch_size": 32, "num_steps": 35, "optimizer": "sgd", "lr": 1.0,
                   "weight_decay": 0.0, "schedule": "constant", "warmup": 0, "clip": 1.0, "epochs": 30,
                   "patience": 0, "sampling": "sequential", "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
@@ -54,11 +56,13 @@ CELL_DEFAULTS = {
 
 #: Settings added after runs were first saved: a run saved without them used these defaults.
 ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
-                  "weight_decay", "schedule", "warmup", "patience", "init", "raw")
+                  "weight_decay", "schedule", "warmup", "patience", "init", "raw", "locked_dropout",
+                  "weight_drop", "ema")
 
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout_rate,
-                 "output_dropout": dropout_rate, "weight_decay": nonnegative_float, "warmup": nonnegative_int,
+                 "output_dropout": dropout_rate, "locked_dropout": yes_no, "weight_drop": dropout_rate,
+                 "ema": decay_rate, "weight_decay": nonnegative_float, "warmup": nonnegative_int,
                  "patience": at_most(nonnegative_int, MAX_EPOCHS), "max_tokens": max_tokens}
 #: The values each setting with a fixed set of them may take.
 SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
@@ -152,7 +156,8 @@ class LanguageModelCommand(TrainingCommand):
     defaults, types, choices, added = TRAIN_DEFAULTS, SETTING_TYPES, SETTING_CHOICES, ADDED_SETTINGS
     model_settings = {"kind": "model", "cell": "cell", "num_hiddens": "hidden", "num_layers": "num_layers",
                       "dropout": "dropout", "input_dropout": "input_dropout",
-                      "output_dropout": "output_dropout"}
+                      "output_dropout": "output_dropout", "locked_dropout": "locked_dropout",
+                      "weight_drop": "weight_drop"}
     help = "train a character RNN language model"
     description = ("Train a character-level RNN language model, compare it with n-gram baselines on the same "
                    "held-out text, and save, after every epoch, the best model so far, the metrics, a "
@@ -180,6 +185,15 @@ class LanguageModelCommand(TrainingCommand):
         setting("--input-dropout", "dropout of whole input characters while training", metavar="P")
         setting("--output-dropout", "dropout of the last layer's outputs before the output layer while "
                 "training", metavar="P")
+        p.add_argument("--locked-dropout", action="store_true", default=None,
+                       help="one dropout mask per sequence, the same at every step, for --input-dropout (a "
+                            "dropped character is dropped throughout the sequence), --dropout and "
+                            "--output-dropout, instead of a fresh mask per unit and step (AWD-LSTM's locked "
+                            "dropout; --dropout with it needs --model scratch)")
+        setting("--weight-drop", "DropConnect on the recurrent weights W_h*: the probability of dropping "
+                "each entry, one mask per minibatch, while training", metavar="P")
+        setting("--ema", "validate, save and generate with an exponential moving average of the weights "
+                "with this decay (e.g. 0.999; 0: the weights themselves)", metavar="DECAY")
         p.add_argument("--bidirectional", action="store_true",
                        help="refused: a bidirectional model sees the character it is asked to predict (see "
                             "the bidirectional-rnn notebook)")
@@ -225,6 +239,13 @@ class LanguageModelCommand(TrainingCommand):
         if args.dropout and args.num_layers == 1:
             raise D2LRNNError(f"--dropout {args.dropout:g} acts between recurrent layers, and one layer has "
                               "none: add --num-layers 2 (or more), or drop --dropout")
+        if args.locked_dropout and not (args.dropout or args.input_dropout or args.output_dropout):
+            raise D2LRNNError("--locked-dropout locks the masks of --input-dropout, --dropout and "
+                              "--output-dropout, and all three are 0: give one of them a rate, or drop "
+                              "--locked-dropout")
+        if args.locked_dropout and args.dropout and args.model == "concise":
+            raise D2LRNNError("--locked-dropout with --dropout needs --model scratch: the framework's "
+                              "multi-layer layer draws its own masks between its layers")
 
     def read(self, args):
         corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
@@ -270,7 +291,10 @@ class LanguageModelCommand(TrainingCommand):
         rates = (("between layers", args.dropout), ("input", args.input_dropout),
                  ("output", args.output_dropout))
         dropouts = [f"{what} {p:g}" for what, p in rates if p]
-        dropout = f", dropout {', '.join(dropouts)}" if dropouts else ""
+        locked = "locked " if args.locked_dropout else ""
+        dropout = f", {locked}dropout {', '.join(dropouts)}" if dropouts else ""
+        if args.weight_drop:
+            dropout += f", weight drop {args.weight_drop:g}"
         training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
         if args.warmup:
             training += f", {args.warmup} warm-up steps"
@@ -278,6 +302,8 @@ class LanguageModelCommand(TrainingCommand):
             training += f", {args.schedule} decay"
         if args.weight_decay:
             training += f", weight decay {args.weight_decay:g}"
+        if args.ema:
+            training += f", averaged weights (EMA {args.ema:g})"
         stop = f", early stop after {args.patience} epochs without improvement" if args.patience else ""
         raw = " (raw)" if args.raw else ""
         return (f"corpus {args.corpus}{raw}: {data.train_iter.num_tokens:,} training / "
@@ -307,7 +333,8 @@ class LanguageModelCommand(TrainingCommand):
     def build(self, args, data):
         return make_model(args.model, len(data.vocab), args.hidden, cell=args.cell,
                           num_layers=args.num_layers, dropout=args.dropout, input_dropout=args.input_dropout,
-                          output_dropout=args.output_dropout, init=args.init)
+                          output_dropout=args.output_dropout, init=args.init,
+                          locked_dropout=bool(args.locked_dropout), weight_drop=args.weight_drop)
 
     def load_run(self, path, args, data, digest):
         net, saved_vocab, info = load_checkpoint(path, follow_symlinks=False)
@@ -387,7 +414,7 @@ def _updater(args, net, steps_per_epoch):
             raise D2LRNNError(f"--warmup {args.warmup} is not shorter than the run's {total} steps "
                               f"({args.epochs} epochs of {steps_per_epoch}): use a smaller --warmup")
         schedule = Schedule(args.lr, total, args.warmup, args.schedule)
-    return Updater(net, optimizer, args.clip, schedule=schedule)
+    return Updater(net, optimizer, args.clip, schedule=schedule, average=args.ema)
 
 
 TRAIN = register(LanguageModelCommand())

@@ -8,14 +8,15 @@ from ..backends import generator_state, set_generator_state
 from ..errors import CheckpointError
 from ..training import checkpoint
 from ..training.guard import quiet_numerics
+from ..training.loop import averaged_view
 from ..training.runs import PLOT_MARK
 
 
 class RunSaver:
     """``on_epoch`` of a run: after every epoch, one set of files (:meth:`RunFolder.write`): ``model.npz``
-    when the epoch is the best so far by the command's rule, and always ``metrics.csv``, the plot and
-    ``last.npz`` (the parameters, history, optimizer state and random generators' states to resume
-    from)."""
+    when the epoch is the best so far by the command's rule (the averaged weights, where the updater keeps
+    them), and always ``metrics.csv``, the plot and ``last.npz`` (the parameters, history, optimizer state,
+    averaged weights included, and random generators' states to resume from)."""
 
     def __init__(self, command, folder, data, hparams, title, history=None, updater=None):
         self.command, self.folder, self.data, self.hparams = command, folder, data, hparams
@@ -30,7 +31,8 @@ class RunSaver:
         i = len(history["epoch"]) - 1
         if self.best is None or command.best(history, i) > command.best(history, self.best):
             self.best, self.best_epoch, self.best_text = i, epoch, command.best_text(history, i)
-            files["model.npz"] = (command.writer(net, self.data, self.hparams, history), "wb")
+            best = averaged_view(net, self.updater)  # the averaged weights, where the run keeps them
+            files["model.npz"] = (command.writer(best, self.data, self.hparams, history), "wb")
         files["metrics.csv"] = (metrics_csv_writer(history, command.csv_fields), "w")
         files[command.plot] = (command.plot_writer(history, self.data, self.title, self.best_epoch), "wb")
         resume = {"epoch": epoch, "generator": generator_state(),

@@ -25,9 +25,10 @@ __all__ = ["save_checkpoint", "load_checkpoint", "checkpoint_info", "checkpoint_
 MODEL_DEFAULTS = {"cell": "rnn", "num_layers": 1, "bidirectional": False, "dropout": 0.0,
                   "reset_after": False}
 #: Model settings added within format 2: a checkpoint saved before them used these.
-ADDED_MODEL_SETTINGS = {"input_dropout": 0.0, "output_dropout": 0.0}
+ADDED_MODEL_SETTINGS = {"input_dropout": 0.0, "output_dropout": 0.0, "locked_dropout": False,
+                        "weight_drop": 0.0}
 INFO_KEYS = ("kind", "cell", "num_layers", "bidirectional", "dropout", "input_dropout", "output_dropout",
-             "reset_after", "backend",
+             "locked_dropout", "weight_drop", "reset_after", "backend",
              "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 
@@ -74,7 +75,8 @@ _META_TYPES = {
     "kind": (str, "a model name"), "cell": (str, "a cell name"), "vocab_size": container.WHOLE,
     "num_hiddens": container.WHOLE, "num_layers": container.WHOLE, "bidirectional": container.FLAG,
     "dropout": container.NUMBER, "reset_after": container.FLAG, "input_dropout": container.NUMBER,
-    "output_dropout": container.NUMBER, "vocab": (dict, "a mapping"), **container.RUN_FIELDS,
+    "output_dropout": container.NUMBER, "locked_dropout": container.FLAG, "weight_drop": container.NUMBER,
+    "vocab": (dict, "a mapping"), **container.RUN_FIELDS,
 }
 
 
@@ -137,7 +139,7 @@ def load_checkpoint(path, device=None, follow_symlinks=True):
     net = container.build_model(path, lambda: make_model(
         meta["kind"], meta["vocab_size"], meta["num_hiddens"], device, meta["cell"], meta["num_layers"],
         meta["bidirectional"], meta["dropout"], meta["reset_after"], meta["input_dropout"],
-        meta["output_dropout"]))
+        meta["output_dropout"], locked_dropout=meta["locked_dropout"], weight_drop=meta["weight_drop"]))
     net.load_scratch_params([ops.from_numpy(a, device=device) for a in arrays.values()])
     return net, vocab, container.info_of(meta, CONTENTS)
 

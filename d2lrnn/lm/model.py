@@ -15,10 +15,13 @@ The parameters are always in the book's layout (per-gate ``W_x*``, ``W_h*``, ``b
 ``b_q``), so the same SGD step, checkpoints and parity tests serve every model and backend.
 """
 
+import numpy as np
+
 from .. import checks, ops
-from ..backends import checked_indices
+from ..backends import checked_indices, generator
 from ..errors import ArgumentError
 from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
+from ..models.native import LOCKED_BETWEEN_NATIVE
 from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
 from ..models.stack import check_dropout
 
@@ -54,30 +57,92 @@ class _LanguageModel:
 
 
 class _LayerModel(_LanguageModel):
-    """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top."""
+    """A recurrent layer (a :class:`RecurrentStack`) with the output layer O_t = H_t W_hq + b_q on top.
 
-    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+    Regularization in training (AWD-LSTM's, Merity et al. 2017): ``locked_dropout`` draws the input,
+    between-layer and output dropout masks once per sequence, the same at every step, instead of per
+    unit and step; ``weight_drop`` drops entries of every recurrent weight ``W_h*`` (DropConnect), one
+    mask per minibatch. These masks are inputs of ``forward`` (:meth:`draw_masks`), drawn outside the
+    compiled step from a NumPy generator, so every backend drops the same numbers.
+    """
+
+    def __init__(self, layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0, init="normal",
+                 locked_dropout=False, weight_drop=0.0):
         self.layer, self.vocab_size, self.device = layer, vocab_size, device
         self.num_hiddens = layer.num_hiddens
         self.input_dropout = check_dropout(input_dropout, "input_dropout")
         self.output_dropout = check_dropout(output_dropout, "output_dropout")
+        if not isinstance(locked_dropout, bool):
+            raise ArgumentError(f"locked_dropout is {locked_dropout!r}: use True (one dropout mask per "
+                                "sequence) or False (--locked-dropout)")
+        self.locked_dropout = locked_dropout
+        self.weight_drop = check_dropout(weight_drop, "weight_drop")
         self.params = (layer.init_params(device, init, token_inputs=True)
                        + output_params(layer.num_outputs, vocab_size, device, init))
         self.param_names = layer.names + ("W_hq", "b_q")
 
-    def forward(self, params, X, state, training=False):
+    def mask_shapes(self, batch_size):
+        """``{name: (shape, p)}`` of the masks one minibatch of ``batch_size`` sequences trains with, in
+        the order :meth:`forward` takes them: with ``locked_dropout``, 'input' (batch, vocab), 'l1', ...
+        between the layers and 'output' (batch, num_outputs); with ``weight_drop``, one (h, h) mask per
+        recurrent weight, under the weight's name ('W_hh', 'l1.rev.W_hz', ...)."""
+        shapes, F = {}, self.layer.num_outputs
+        if self.locked_dropout:
+            if self.input_dropout:
+                shapes["input"] = ((batch_size, self.vocab_size), self.input_dropout)
+            if self.layer.dropout:
+                shapes.update({f"l{i}": ((batch_size, F), self.layer.dropout)
+                               for i in range(1, self.layer.num_layers)})
+            if self.output_dropout:
+                shapes["output"] = ((batch_size, F), self.output_dropout)
+        if self.weight_drop:
+            h = self.num_hiddens
+            shapes.update({name: ((h, h), self.weight_drop) for name in self.layer.names
+                           if name.rpartition(".")[2].startswith("W_h")})
+        return shapes
+
+    @property
+    def regularized(self):
+        """Whether training draws masks (:meth:`draw_masks`) for ``forward``."""
+        return bool(self.mask_shapes(1))
+
+    def draw_masks(self, batch_size, rng):
+        """The masks of one minibatch (see :meth:`mask_shapes`), drawn from the NumPy generator ``rng``:
+        a tuple of float32 tensors, each entry 0 with probability p and 1 / (1 - p) otherwise."""
+        masks = []
+        for shape, p in self.mask_shapes(batch_size).values():
+            keep = rng.random(shape) >= p
+            masks.append(ops.from_numpy((keep / (1 - p)).astype(np.float32), device=self.device))
+        return tuple(masks)
+
+    def forward(self, params, X, state, training=False, masks=None):
         """Run the model with the given ``params`` (what ``value_and_grad`` differentiates).
 
         In training, ``input_dropout`` drops whole input tokens (their one-hot vectors, the kept ones
         scaled by 1 / (1 - p)) and ``output_dropout`` drops units of the last layer's output before
-        the output layer; the layer's own ``dropout`` acts between its layers.
+        the output layer; the layer's own ``dropout`` acts between its layers. With ``locked_dropout``
+        each of these multiplies every step by one mask per sequence (on the inputs, a (batch, vocab)
+        mask drops token types for the whole sequence: embedding dropout), and ``weight_drop`` uses
+        W_h* * M for every recurrent weight: the cell sees the masked weight, so a dropped entry gets no
+        gradient. ``masks`` are :meth:`draw_masks`'s (drawn here from d2lrnn's generator if not given).
         """
+        drop = {}  # the masks by name (mask_shapes)
+        if training and self.regularized:
+            if masks is None:  # an eager call: a compiled step gets them as inputs (lm.train.lm_objective)
+                masks = self.draw_masks(ops.shape(X)[0], generator())
+            drop = dict(zip(self.mask_shapes(1), masks))
         X = ops.transpose(X)
         if training and self.input_dropout:
-            X = ops.dropout(ops.one_hot(X, self.vocab_size), self.input_dropout)
-        Hs, state = self.layer.forward(params[:-2], X, state, training)
+            X = ops.one_hot(X, self.vocab_size)
+            X = X * drop["input"] if "input" in drop else ops.dropout(X, self.input_dropout)
+        layer_params = params[:-2]
+        if training and self.weight_drop:
+            layer_params = [p * drop[name] if name in drop else p
+                            for name, p in zip(self.layer.names, layer_params)]
+        between = [drop[f"l{i}"] for i in range(1, self.layer.num_layers)] if "l1" in drop else None
+        Hs, state = self.layer.forward(layer_params, X, state, training, between)
         if training and self.output_dropout:
-            Hs = ops.dropout(Hs, self.output_dropout)
+            Hs = Hs * drop["output"] if "output" in drop else ops.dropout(Hs, self.output_dropout)
         return output_layer(Hs, *params[-2:]), state
 
     def begin_state(self, batch_size, device=None):
@@ -91,14 +156,16 @@ class _LayerModel(_LanguageModel):
                 "num_hiddens": self.num_hiddens, "num_layers": layer.num_layers,
                 "bidirectional": layer.bidirectional, "dropout": layer.dropout,
                 "reset_after": layer.cell.reset_after, "input_dropout": self.input_dropout,
-                "output_dropout": self.output_dropout}
+                "output_dropout": self.output_dropout, "locked_dropout": self.locked_dropout,
+                "weight_drop": self.weight_drop}
 
 
 class StackedRNNModelScratch(_LayerModel):
     """A language model on ``num_layers`` layers of ``cell`` ('rnn', 'gru', 'lstm') from scratch.
 
     ``bidirectional`` runs each layer in both directions; ``dropout`` acts between layers during
-    training, ``input_dropout`` on the input tokens and ``output_dropout`` before the output layer;
+    training, ``input_dropout`` on the input tokens and ``output_dropout`` before the output layer,
+    with ``locked_dropout`` one mask per sequence; ``weight_drop`` drops recurrent weights;
     ``reset_after`` picks the GRU's cuDNN form (the book's form by default); ``init`` the starting
     weights, 'normal' (the book's) or 'uniform' (see :func:`d2lrnn.models.cell.init_param`).
     """
@@ -106,10 +173,12 @@ class StackedRNNModelScratch(_LayerModel):
     kind = "scratch"
 
     def __init__(self, vocab_size, num_hiddens, cell="rnn", num_layers=1, bidirectional=False, dropout=0.0,
-                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+                 reset_after=False, device=None, input_dropout=0.0, output_dropout=0.0, init="normal",
+                 locked_dropout=False, weight_drop=0.0):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         layer = RecurrentStack(cell, vocab_size, num_hiddens, num_layers, bidirectional, dropout, reset_after)
-        super().__init__(layer, vocab_size, device, input_dropout, output_dropout, init)
+        super().__init__(layer, vocab_size, device, input_dropout, output_dropout, init, locked_dropout,
+                         weight_drop)
 
 
 class RNNModel(_LayerModel):
@@ -126,14 +195,17 @@ class RNNModel(_LayerModel):
     kind = "concise"
 
     def __init__(self, rnn_layer, vocab_size, device=None, input_dropout=0.0, output_dropout=0.0,
-                 init="normal"):
+                 init="normal", locked_dropout=False, weight_drop=0.0):
         vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(vocab))")
         if not isinstance(rnn_layer, RecurrentStack):  # a framework layer the reader built
             rnn_layer = NativeLayer.wrap(rnn_layer, vocab_size)
         elif rnn_layer.num_inputs != vocab_size:
             raise ArgumentError(f"the layer takes {rnn_layer.num_inputs} inputs but the vocabulary has "
                                 f"{vocab_size} tokens: build it with d2l.rnn_layer(len(vocab), ...)")
-        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout, init)
+        if locked_dropout is True and rnn_layer.dropout and rnn_layer.num_layers > 1:
+            raise ArgumentError(LOCKED_BETWEEN_NATIVE)
+        super().__init__(rnn_layer, vocab_size, device, input_dropout, output_dropout, init, locked_dropout,
+                         weight_drop)
         self.rnn = rnn_layer
 
     def layer_params(self):
@@ -198,7 +270,8 @@ class RNNModelScratch(_LanguageModel):
             return {"kind": "custom", "vocab_size": self.vocab_size, "num_hiddens": self.num_hiddens}
         return {"kind": "scratch", "cell": self.cell.name, "vocab_size": self.vocab_size,
                 "num_hiddens": self.num_hiddens, "num_layers": 1, "bidirectional": False, "dropout": 0.0,
-                "reset_after": self.cell.reset_after, "input_dropout": 0.0, "output_dropout": 0.0}
+                "reset_after": self.cell.reset_after, "input_dropout": 0.0, "output_dropout": 0.0,
+                "locked_dropout": False, "weight_drop": 0.0}
 
 
 #: Model kinds of format-1 checkpoints, before cells and layers.
@@ -206,14 +279,17 @@ _OLD_KINDS = {"rnn_scratch": "scratch", "rnn_concise": "concise"}
 
 
 def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layers=1, bidirectional=False,
-               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0, init="normal"):
+               dropout=0.0, reset_after=None, input_dropout=0.0, output_dropout=0.0, init="normal",
+               locked_dropout=False, weight_drop=0.0):
     """A fresh language model.
 
     ``kind`` is 'scratch' (the cell's own equations) or 'concise' (the framework's layer, where
     the backend has one); ``cell`` is 'rnn', 'gru' or 'lstm'. ``reset_after`` picks the GRU's form:
     by default the book's for 'scratch' and the frameworks' (cuDNN) form for 'concise'. In
     training, ``dropout`` acts between recurrent layers, ``input_dropout`` on the input tokens and
-    ``output_dropout`` before the output layer. ``init`` draws the starting weights: 'normal', the book's
+    ``output_dropout`` before the output layer; ``locked_dropout`` draws these three masks once per
+    sequence (the same at every step), and ``weight_drop`` drops entries of the recurrent weights
+    ``W_h*``, one mask per minibatch (DropConnect). ``init`` draws the starting weights: 'normal', the book's
     N(0, 0.01^2) with zero biases, or 'uniform', the frameworks' U(-1/sqrt(h), 1/sqrt(h)) with the rows
     that tokens pick at an embedding's scale (:func:`d2lrnn.models.cell.init_param`).
     """
@@ -222,10 +298,12 @@ def make_model(kind, vocab_size, num_hiddens, device=None, cell="rnn", num_layer
     num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 512)")
     if kind == "scratch":
         return StackedRNNModelScratch(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout,
-                                      bool(reset_after), device, input_dropout, output_dropout, init)
+                                      bool(reset_after), device, input_dropout, output_dropout, init,
+                                      locked_dropout, weight_drop)
     if kind == "concise":
         layer = rnn_layer(vocab_size, num_hiddens, cell, num_layers, bidirectional, dropout, reset_after)
-        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init)
+        return RNNModel(layer, vocab_size, device, input_dropout, output_dropout, init, locked_dropout,
+                        weight_drop)
     raise ArgumentError(f"unknown model {kind!r}: choose 'scratch' or 'concise'")
 
 

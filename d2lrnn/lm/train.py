@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from .. import checks, ops
-from ..backends import backend_name, checked_indices
+from ..backends import backend_name, checked_indices, generator
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
@@ -62,18 +62,30 @@ def lm_objective(net, loss, training, truncation=None):
     ``training`` turns dropout on, for models whose ``forward`` takes it (a reader's own
     ``forward(params, X, state)`` is called as it is). ``truncation`` (see
     :mod:`d2lrnn.lm.truncation`) cuts or scales the gradient through the state inside the
-    minibatch; ``factors`` are its per-minibatch inputs (randomized truncation's xi).
+    minibatch; ``factors`` are its per-minibatch inputs (randomized truncation's xi). A model that
+    trains with masks (locked dropout, weight drop: ``net.regularized``) takes them as one more input
+    after the factors, the tuple ``net.draw_masks`` returns.
     """
     takes_flag = "training" in inspect.signature(net.forward).parameters
     forward = functools.partial(net.forward, training=True) if training and takes_flag else net.forward
+    masked = training and takes_masks(net)
     truncation = get_truncation(truncation)
 
     def value(params, X, Y, state, *factors):
-        run = truncated_forward(forward, truncation, ops.shape(X)[1])
+        run_forward = forward
+        if masked:
+            *factors, masks = factors
+            run_forward = functools.partial(forward, masks=masks)
+        run = truncated_forward(run_forward, truncation, ops.shape(X)[1])
         Y_hat, new_state = run(params, X, state, *factors)
         return loss(Y_hat, Y), new_state
 
     return value
+
+
+def takes_masks(net):
+    """Whether ``net`` trains with masks drawn outside the compiled step (``net.draw_masks``)."""
+    return bool(getattr(net, "regularized", False))
 
 
 class Updater(training_step.Updater):
@@ -83,16 +95,26 @@ class Updater(training_step.Updater):
     The gradient (through the whole minibatch, or truncated: ``truncation``, whose ``factors(num_steps)``
     are the step's extra inputs), clipping to global norm ``clip`` (None: none) and ``optimizer``'s update
     (default: SGD at learning rate 1) run as one compiled function; see
-    :class:`d2lrnn.training.step.Updater`. ``objective`` replaces the language model's: a function
-    ``(params, *batch) -> (loss, aux)``; the updater is then called as ``updater(params, *batch)``.
+    :class:`d2lrnn.training.step.Updater` (``average``: an exponential moving average of the parameters).
+    ``objective`` replaces the language model's: a function ``(params, *batch) -> (loss, aux)``; the
+    updater is then called as ``updater(params, *batch)``. A model that trains with masks gets them as the
+    last input; where the call leaves them out they are drawn here, outside the compiled step, from
+    d2lrnn's generator.
     """
 
     def __init__(self, net, optimizer=None, clip=1.0, loss=lm_loss, truncation=None, schedule=None,
-                 device=None, objective=None):
+                 device=None, objective=None, average=0.0):
+        self.masks_for = net if objective is None and takes_masks(net) else None
+        self.num_factors = get_truncation(truncation).num_factors
         if objective is None:
             objective = lm_objective(net, loss, True, truncation)
         super().__init__(net.params, objective, SGD(1.0) if optimizer is None else optimizer, clip, schedule,
-                         device)
+                         device, average)
+
+    def __call__(self, params, *batch):
+        if self.masks_for is not None and len(batch) == 3 + self.num_factors:
+            batch = (*batch, self.masks_for.draw_masks(ops.shape(batch[0])[0], generator()))
+        return super().__call__(params, *batch)
 
 
 def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=None, schedule=None):
@@ -134,8 +156,9 @@ class LanguageModelTask(Task):
     name, ylabel = "train_ch8", "perplexity"
 
     def __init__(self, net, device=None, use_random_iter=False, truncation=None, val_iter=None,
-                 eval_step=None):
+                 eval_step=None, mask_rng=None):
         self.net, self.device, self.reset = net, device, use_random_iter
+        self.mask_rng = mask_rng
         self.truncation, self.val_iter, self.eval_step = get_truncation(truncation), val_iter, eval_step
         self.legend = ["train"] + (["validation"] if val_iter is not None else [])
         units = f", {net.num_hiddens} hidden units" if net.num_hiddens is not None else ""
@@ -144,7 +167,10 @@ class LanguageModelTask(Task):
     def step_inputs(self, batch, carry):
         X, Y = batch
         state = state_for(self.net, X, carry, self.device, reset=self.reset)
-        return (X, Y, state, *self.truncation.factors(ops.shape(X)[1])), ops.size(Y)
+        inputs = (X, Y, state, *self.truncation.factors(ops.shape(X)[1]))
+        if takes_masks(self.net):  # drawn here, outside the compiled step: the same numbers on every backend
+            inputs += (self.net.draw_masks(ops.shape(X)[0], self.mask_rng or generator()),)
+        return inputs, ops.size(Y)
 
     def carry(self, aux, batch):
         return aux  # the state the step ended in
@@ -208,7 +234,7 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
 
 
 def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup, total_steps,
-                 device=None):
+                 device=None, average=0.0):
     """The :class:`Updater` a run trains with: the optimizer and schedule from their names."""
     optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr, weight_decay)
     if isinstance(schedule, str):
@@ -218,13 +244,14 @@ def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, w
         schedule = Schedule(optimizer.lr, total_steps, warmup, schedule)
     elif warmup and schedule is None:
         schedule = Schedule(optimizer.lr, max(total_steps or 0, warmup + 1), warmup, "constant")
-    return Updater(net, optimizer, clip, truncation=truncation, schedule=schedule, device=device)
+    return Updater(net, optimizer, clip, truncation=truncation, schedule=schedule, device=device,
+                   average=average)
 
 
 def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False, *, clip=1.0, val_iter=None,
           progress=True, plot=None, history=None, on_epoch=None, allow_bidirectional=False, truncation=None,
           optimizer=None, weight_decay=0.0, schedule=None, warmup=0, patience=None, updater=None,
-          verbose=True):
+          verbose=True, average=0.0, mask_rng=None):
     """Train a language model and return its history: a dict of lists ``epoch``, ``train_ppl``,
     ``val_ppl`` (with ``val_iter``), ``tokens_per_sec``, ``seconds``.
 
@@ -246,9 +273,17 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     A bidirectional model is refused (it sees the token it must predict) unless ``allow_bidirectional``.
     ``truncation`` picks how far gradients travel back through the state within a minibatch: None (all
     ``num_steps``), ``d2l.RegularTruncation(k)`` or ``d2l.RandomizedTruncation(p)``.
+
+    ``average`` (e.g. 0.999; 0: off) keeps an exponential moving average of the parameters through
+    training (:class:`Updater`): validation and early stopping use it, and ``net.params`` holds it at the
+    end. A model with locked dropout or weight drop gets each minibatch's masks from ``mask_rng`` (a
+    NumPy ``Generator``; default d2lrnn's shared one, seeded by ``d2l.manual_seed``).
     """
     check_causal(net, allow_bidirectional)
     check_data(net, train_iter=train_iter, val_iter=val_iter)
+    if mask_rng is not None and not isinstance(mask_rng, np.random.Generator):
+        raise ArgumentError(f"mask_rng must be a NumPy Generator (np.random.default_rng(seed)) or None "
+                            f"(d2lrnn's own), got {type(mask_rng).__name__}")
     truncation = get_truncation(truncation)
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     num_epochs = checks.positive_int("num_epochs", num_epochs)
@@ -257,8 +292,8 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
         raise ArgumentError("patience stops on the validation perplexity: pass val_iter too")
     batches = len(train_iter) if hasattr(train_iter, "__len__") else None
     step = updater or make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup,
-                                   num_epochs * batches if batches is not None else None, device)
+                                   num_epochs * batches if batches is not None else None, device, average)
     eval_step = make_eval_step(net) if val_iter is not None else None
-    task = LanguageModelTask(net, device, use_random_iter, truncation, val_iter, eval_step)
+    task = LanguageModelTask(net, device, use_random_iter, truncation, val_iter, eval_step, mask_rng)
     return fit(net, train_iter, step, task, num_epochs, history=history, progress=progress, plot=plot,
                on_epoch=on_epoch, patience=patience, verbose=verbose)

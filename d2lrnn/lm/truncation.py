@@ -42,6 +42,7 @@ class FullBPTT:
     """Backpropagate through every step of the minibatch (xi_t = 1)."""
 
     name = "full"
+    num_factors = 0  # how many tensors factors() gives
 
     def boundaries(self, num_steps):
         """The steps where the gradient through the state is scaled: none."""
@@ -59,6 +60,7 @@ class RegularTruncation:
     """Detach the state every ``k`` steps: xi_t = 0 for t = k, 2k, ... (steps counted from 0)."""
 
     name = "regular"
+    num_factors = 0
 
     def __init__(self, k):
         self.k = checks.positive_int("k", k, " (the steps between detaches, e.g. 5)")
@@ -81,6 +83,7 @@ class RandomizedTruncation:
     """
 
     name = "randomized"
+    num_factors = 1
 
     def __init__(self, p):
         p = checks.number("p", p, hint=" (the probability of keeping a step's gradient, e.g. 0.8)")

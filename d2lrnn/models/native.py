@@ -16,6 +16,11 @@ from ..backends import backend_name
 from ..errors import ArgumentError
 from .stack import RecurrentStack
 
+#: Why locked dropout between layers needs the scratch model.
+LOCKED_BETWEEN_NATIVE = ("locked dropout between layers needs the scratch model (make_model('scratch', "
+                         "...), --model scratch): the framework's multi-layer layer draws its own masks "
+                         "between its layers; or set dropout to 0")
+
 
 def _declaration():
     return ops.native_rnn()
@@ -117,9 +122,11 @@ class NativeLayer(RecurrentStack):
         slots = self.split(params, len(self.cell.names))
         return slots if self.declaration is None else [self.pack(p) for p in slots]
 
-    def forward(self, params, X, state, training=False):
+    def forward(self, params, X, state, training=False, masks=None):
         if self.native is None:
-            return super().forward(params, X, state, training)
+            return super().forward(params, X, state, training, masks)
+        if masks is not None and training and self.dropout and self.num_layers > 1:
+            raise ArgumentError(LOCKED_BETWEEN_NATIVE)
         if len(ops.shape(X)) == 2:  # token indices: framework layers take one-hot rows
             X = ops.one_hot(X, self.num_inputs)
         weights = self.layer_params(params)

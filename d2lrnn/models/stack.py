@@ -3,7 +3,9 @@
 Layer l reads the outputs of layer l - 1 (the inputs for l = 0). A bidirectional layer runs the
 cell forward over time and, with parameters of its own, backward over the reversed sequence; its
 output at step t is [H->_t, H<-_t], so the next layer and the output layer see 2 * num_hiddens
-features. Dropout (during training only) is applied to the outputs of every layer but the last.
+features. Dropout (during training only) is applied to the outputs of every layer but the last: a fresh
+mask for every unit at every step, or, given ``masks``, one mask per sequence, the same at every step
+(locked dropout).
 
 Parameters are one flat list, named per layer and direction: the book's names for layer 0 in the
 forward direction (``W_xh``, ``W_hh``, ``b_h``, ... so a one-layer model has exactly the book's
@@ -93,8 +95,10 @@ class RecurrentStack:
         """``seq`` cut into ``len(self.slots)`` consecutive groups of ``per_slot`` items."""
         return [list(seq[i * per_slot:(i + 1) * per_slot]) for i in range(len(self.slots))]
 
-    def forward(self, params, X, state, training=False):
-        """Run every layer and direction; see the class docstring."""
+    def forward(self, params, X, state, training=False, masks=None):
+        """Run every layer and direction; see the class docstring. ``masks``: the ``num_layers - 1`` locked
+        dropout masks between the layers, (batch, num_outputs) each, multiplied into every step's outputs
+        (None: a fresh mask per unit and step)."""
         n_params, n_states = len(self.cell.names), len(self.cell.state_names)
         params, states = self.split(params, n_params), self.split(state, n_states)
         new_state, slot = [], 0
@@ -108,5 +112,5 @@ class RecurrentStack:
                 slot += 1
             X = outputs[0] if len(outputs) == 1 else ops.concat(outputs, 2)
             if training and self.dropout and layer < self.num_layers - 1:
-                X = ops.dropout(X, self.dropout)
+                X = X * masks[layer] if masks is not None else ops.dropout(X, self.dropout)
         return X, tuple(new_state)

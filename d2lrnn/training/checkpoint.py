@@ -156,6 +156,8 @@ def packed_writer(names, params, meta, optimizer_state=None):
         opt_arrays = [np.asarray(a, dtype=np.float32) for a in optimizer_state["arrays"]]
         meta["optimizer"] = {"name": optimizer_state["optimizer"], "t": int(optimizer_state["t"]),
                              "arrays": len(opt_arrays)}
+        if optimizer_state.get("averaged"):  # the averaged parameters follow the optimizer's arrays
+            meta["optimizer"]["averaged"] = True
         arrays.update({f"{_OPTIMIZER_PREFIX}{i}": a for i, a in enumerate(opt_arrays)})
     meta = json.dumps(meta, ensure_ascii=False, default=str)
     arrays[_META_KEY] = np.array(meta)  # a unicode array: loads without pickle
@@ -349,14 +351,18 @@ def _optimizer_state(path, opened, meta, shapes):
     if saved is None:
         return None
     damaged = f"checkpoint {path} holds a damaged optimizer state ({{}}): start a new run"
-    if not isinstance(saved, dict) or set(saved) != {"name", "t", "arrays"}:
+    if not isinstance(saved, dict) or set(saved) - {"averaged"} != {"name", "t", "arrays"}:
         raise CheckpointError(damaged.format("not a mapping of name, t and arrays"))
     name, t, count = saved["name"], saved["t"], saved["arrays"]
+    averaged = saved.get("averaged", False)
+    if averaged is not True and averaged is not False:
+        raise CheckpointError(damaged.format(f"averaged is {str(averaged)[:40]}, not true or false"))
     if name not in STATE_COPIES:
         raise CheckpointError(damaged.format(f"an optimizer d2lrnn does not have, {str(name)[:40]!r}"))
     if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_STEPS:
         raise CheckpointError(damaged.format(f"step count {str(t)[:40]}"))
-    expected = {f"{_OPTIMIZER_PREFIX}{i}": shape for i, shape in enumerate(shapes * STATE_COPIES[name])}
+    copies = STATE_COPIES[name] + averaged
+    expected = {f"{_OPTIMIZER_PREFIX}{i}": shape for i, shape in enumerate(shapes * copies)}
     if count != len(expected):
         raise CheckpointError(damaged.format(f"{str(count)[:40]} arrays where {name} keeps {len(expected)}"))
     headers = {}
@@ -371,4 +377,7 @@ def _optimizer_state(path, opened, meta, shapes):
     arrays = [opened.array(key, header) for key, header in headers.items()]
     if any(not np.isfinite(a).all() for a in arrays):
         raise CheckpointError(damaged.format("values not finite float32"))
-    return {"optimizer": name, "t": t, "arrays": arrays}
+    state = {"optimizer": name, "t": t, "arrays": arrays}
+    if averaged:
+        state["averaged"] = True
+    return state

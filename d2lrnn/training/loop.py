@@ -11,6 +11,7 @@ A history is a dict of lists, one entry per epoch, under the task's ``history_ke
 ``tokens_per_sec`` and ``seconds``); a run continues an earlier one from its history.
 """
 
+import copy
 import functools
 import math
 
@@ -106,6 +107,17 @@ def run_epoch(net, batches, step, task, guard, epoch=1, on_batch=None):
     return task.epoch_value(metric[0] / metric[1]), metric[1] / seconds if seconds > 0 else math.inf
 
 
+def averaged_view(net, step):
+    """``net`` as it is validated and saved: a shallow copy holding ``step``'s averaged weights where the
+    step keeps them (an :class:`~d2lrnn.training.step.Updater` with ``average``), else ``net`` itself."""
+    averaged = getattr(step, "averaged_params", lambda: None)()
+    if averaged is None:
+        return net
+    view = copy.copy(net)
+    view.params = averaged
+    return view
+
+
 class EarlyStopping:
     """Stop when ``monitor`` has not improved for ``patience`` epochs; keep the best epoch's parameters.
 
@@ -145,6 +157,10 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
     best epoch's parameters in ``net.params``; ``time_budget`` (seconds, counted from the start of the run,
     a continued run's earlier seconds included) stops after the epoch that crosses it. ``progress`` shows a
     progress bar (tqdm; a line in notebooks), ``plot`` draws the curves live (default: in notebooks).
+
+    A step that keeps averaged weights (``Updater(average=...)``) is validated with them, early stopping
+    keeps them, and ``net.params`` holds them when training ends; ``on_epoch`` gets ``net`` with the
+    weights training goes on from (``averaged_view(net, step)`` gives the averaged ones).
     """
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     history = check_history(history, num_epochs, task.history_keys, task.name)
@@ -171,7 +187,8 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
                 guard.check_epoch(net, epoch, task.blown_up(net, value, epoch))
                 row = {"epoch": epoch, task.train_key: value, "tokens_per_sec": speed}
                 last = functools.partial(is_last, epoch)
-                row.update(task.validate(net, epoch, last))
+                evaluated = averaged_view(net, step)
+                row.update(task.validate(evaluated, epoch, last))
                 row["seconds"] = clock() - start
                 for key, entry in row.items():
                     history[key].append(entry)
@@ -179,14 +196,19 @@ def fit(net, batches, step, task, num_epochs, *, history=None, progress=True, pl
                 animator.add(epoch, task.points(row))
                 if on_epoch is not None:
                     on_epoch(epoch, net, history)
-                if stopper.update(net, epoch, row) and epoch < num_epochs:
-                    kept = stopper.restore(net)
+                if stopper.update(evaluated, epoch, row) and epoch < num_epochs:
+                    kept, stopped = stopper.restore(net), stopper.best[2] is not None
                     if verbose:
                         print(f"stopped early after epoch {epoch}: no better {task.monitor_label} for "
                               f"{patience} epochs; net.params holds {kept} parameters")
                     break
                 if time_budget is not None and row["seconds"] >= time_budget:
+                    stopped = False
                     break
+            else:
+                stopped = False
+            if not stopped:  # else net.params holds the best epoch's (averaged) weights already
+                net.params = averaged_view(net, step).params
     finally:
         animator.close()
     return history

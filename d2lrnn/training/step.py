@@ -23,6 +23,16 @@ def clip_by_global_norm(grads, theta):
     return [g * scale for g in grads]
 
 
+def check_average(average):
+    """``average``, the decay of the parameters' moving average, as a float in [0, 1) (0: none); one line
+    otherwise."""
+    value = checks.number("average", average, hint=" (the decay of the averaged weights, e.g. 0.999)")
+    if not 0 <= value < 1:
+        raise ArgumentError(f"average is {average!r}: use a decay in [0, 1), e.g. 0.999 (0: no averaged "
+                            "weights) (--ema)")
+    return float(value)
+
+
 def check_clip(clip):
     """``clip`` as a positive number, or None (no clipping); one line otherwise."""
     if clip is None:
@@ -39,9 +49,17 @@ class Updater:
     the optimizer's state and the step count ``t``; the learning rate of step t is ``schedule(t)`` (a
     :class:`d2lrnn.training.optim.Schedule` or any function of t), else the optimizer's ``lr``.
     ``device`` is where the parameters live (the per-step numbers are put there).
+
+    ``average`` (a decay in [0, 1); 0: off) keeps an exponential moving average of the parameters,
+    updated inside the compiled step after every update, starting from the parameters it is made with:
+
+        A_0 = P_0,   A_t = average * A_{t-1} + (1 - average) * P_t
+
+    (:meth:`averaged_params`; what training validates and saves as the model when on). The averages are
+    part of :meth:`state_dict`, so a resumed run continues them.
     """
 
-    def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None):
+    def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0):
         self.device = device
         self.optimizer = get_optimizer(optimizer)
         clip = check_clip(clip)
@@ -49,7 +67,11 @@ class Updater:
             raise ArgumentError(f"schedule must be a function of the step (d2l.Schedule), got "
                                 f"{type(schedule).__name__}")
         self.schedule, self.t = schedule, 0
-        self.state = self.optimizer.init(params)
+        self.average = decay = check_average(average)
+        self.state = list(self.optimizer.init(params))
+        n = self.num_optimizer_arrays = len(self.state)
+        if decay:
+            self.state += list(params)  # A_0 = P_0 (tensors are never written in place)
         value_and_grad = ops.value_and_grad(objective, has_aux=True)
         optimizer = self.optimizer
 
@@ -57,8 +79,11 @@ class Updater:
             (l, aux), grads = value_and_grad(params, *batch)
             if clip is not None:
                 grads = clip_by_global_norm(grads, clip)
-            new_params, opt_state = optimizer.update(params, grads, opt_state, scalars)
-            return l, new_params, opt_state, aux
+            new_params, new_state = optimizer.update(params, grads, opt_state[:n], scalars)
+            if decay:
+                new_state = list(new_state) + [decay * A + (1.0 - decay) * P
+                                               for A, P in zip(opt_state[n:], new_params)]
+            return l, new_params, new_state, aux
 
         self._step = ops.compile(step)
 
@@ -74,19 +99,31 @@ class Updater:
         self.t = t
         return l, new_params, aux
 
+    def averaged_params(self):
+        """The moving average of the parameters (a new list), or None when ``average`` is off."""
+        return list(self.state[self.num_optimizer_arrays:]) if self.average else None
+
     def state_dict(self):
-        """The optimizer's state as NumPy arrays and the step count: what a resumed run needs."""
-        return {"optimizer": self.optimizer.name, "t": self.t,
-                "arrays": [np.asarray(ops.to_numpy(s), np.float32) for s in self.state]}
+        """The optimizer's state as NumPy arrays and the step count: what a resumed run needs (with
+        ``average``, the averaged parameters after the optimizer's arrays, and ``averaged``: True)."""
+        saved = {"optimizer": self.optimizer.name, "t": self.t,
+                 "arrays": [np.asarray(ops.to_numpy(s), np.float32) for s in self.state]}
+        if self.average:
+            saved["averaged"] = True
+        return saved
 
     def load_state_dict(self, saved):
         """Continue from :meth:`state_dict`'s output (checked against this updater's optimizer)."""
         name = getattr(self.optimizer, "name", None)
         arrays = list(saved.get("arrays", []))
         expected = [ops.shape(s) for s in self.state]
-        if saved.get("optimizer") != name or [tuple(a.shape) for a in arrays] != [tuple(e) for e in expected]:
+        shapes = [tuple(a.shape) for a in arrays]
+        if saved.get("optimizer") != name or shapes != [tuple(e) for e in expected] \
+                or bool(saved.get("averaged", False)) != bool(self.average):
             raise ArgumentError(f"the saved optimizer state is for {saved.get('optimizer')!r} with "
-                                f"{len(arrays)} arrays; this run uses {name!r} with {len(expected)}: resume "
-                                "with the run's own optimizer")
+                                f"{len(arrays)} arrays{' (averaged weights)' * bool(saved.get('averaged'))}; "
+                                f"this run uses {name!r} with {len(expected)}"
+                                f"{' (averaged weights)' * bool(self.average)}: resume with the run's own "
+                                "optimizer")
         self.state = [ops.from_numpy(a, device=self.device) for a in arrays]
         self.t = checks.integer("t", saved.get("t"), 0)

@@ -292,6 +292,14 @@ BAD_ARGUMENTS = [
                                     "add --num-layers 2"),
     (["train", "--bidirectional"], "--bidirectional: a bidirectional model reads each sequence from both "
                                    "ends"),
+    (["train", "--weight-drop", "1"], "argument --weight-drop: must be at least 0 and below 1 (e.g. 0.2), "
+                                      "got 1"),
+    (["train", "--ema", "1"], "argument --ema: must be at least 0 (none) and below 1 (e.g. 0.999), got 1"),
+    (["train", "--ema", "-0.5"], "argument --ema: must be at least 0 (none) and below 1"),
+    (["train", "--locked-dropout"], "--locked-dropout locks the masks of --input-dropout, --dropout and "
+                                    "--output-dropout, and all three are 0"),
+    (["train", "--locked-dropout", "--model", "concise", "--num-layers", "2", "--dropout", "0.2"],
+     "--locked-dropout with --dropout needs --model scratch"),
 ]
 
 
@@ -685,20 +693,33 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
 
 
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
-    """Adam's running averages, its step count and the schedule's position come back on --resume
-    (dropout off: its masks are drawn by each framework's own generator, not restored)."""
-    args = ["train", *TINY, "--epochs", "3", "--cell", "gru", "--input-dropout", "0", "--output-dropout", "0",
-            "--weight-decay", "0.01", "--warmup", "20"]
+    """Adam's running averages, its step count, the schedule's position and the averaged weights come back
+    on --resume, and the masks of locked dropout and weight drop (drawn from d2lrnn's generator; the
+    per-element dropout masks of each framework's own generator are not restored, so that is off)."""
+    args = ["train", *TINY, "--epochs", "3", "--cell", "gru", "--input-dropout", "0.1", "--output-dropout",
+            "0.2", "--locked-dropout", "--weight-drop", "0.3", "--ema", "0.9", "--weight-decay", "0.01",
+            "--warmup", "20"]
     assert cli.main([*args, "--out", str(tmp_path / "whole")]) == 0
     with monkeypatch.context() as m:
         _interrupt_at(m, epoch=3, step=4)
         assert cli.main([*args, "--out", str(tmp_path / "cut")]) == 130
     assert cli.main(["train", "--resume", str(tmp_path / "cut"), "--no-progress"]) == 0
     capsys.readouterr()
-    whole, resumed = _arrays(tmp_path / "whole" / "last.npz"), _arrays(tmp_path / "cut" / "last.npz")
-    assert sorted(whole) == sorted(resumed) and any(k.startswith("optimizer.") for k in whole)
-    for key in whole:
-        np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+    for name in ("last.npz", "model.npz"):
+        whole, resumed = _arrays(tmp_path / "whole" / name), _arrays(tmp_path / "cut" / name)
+        assert sorted(whole) == sorted(resumed)
+        for key in whole:
+            np.testing.assert_array_equal(resumed[key], whole[key], err_msg=f"{name} {key}")
+    info = d2l.checkpoint_info(tmp_path / "whole" / "last.npz")
+    assert (info["locked_dropout"], info["weight_drop"], info["hparams"]["ema"]) == (True, 0.3, 0.9)
+    # last.npz: the weights training goes on from, then Adam's two arrays per weight and the averages;
+    # model.npz (the best epoch, here the last): the averages
+    last, best = _arrays(tmp_path / "whole" / "last.npz"), _arrays(tmp_path / "whole" / "model.npz")
+    names, n = list(d2l.load_checkpoint(tmp_path / "whole" / "last.npz")[0].param_names), len(best)
+    assert d2l.checkpoint_info(tmp_path / "whole" / "model.npz")["history"]["epoch"][-1] == 3
+    for i, name in enumerate(names):
+        np.testing.assert_array_equal(best[name], last[f"optimizer.{2 * n + i}"], err_msg=name)
+    assert not np.array_equal(best["W_hq"], last["W_hq"])
 
 
 @pytest.mark.once

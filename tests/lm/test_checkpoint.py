@@ -62,7 +62,8 @@ def test_round_trip_on_the_active_backend_is_exact(kind, tmp_path, backend):
     assert vocab2 == vocab and vocab2.token_freqs == vocab.token_freqs
     assert _greedy(net2, vocab2) == _greedy(net, vocab)
     assert info == {"kind": net.kind, "cell": "rnn", "num_layers": 1, "bidirectional": False, "dropout": 0.0,
-                    "input_dropout": 0.0, "output_dropout": 0.0, "reset_after": False, "backend": backend,
+                    "input_dropout": 0.0, "output_dropout": 0.0, "locked_dropout": False, "weight_drop": 0.0,
+                    "reset_after": False, "backend": backend,
                     "format_version": checkpoint.FORMAT_VERSION,
                     "d2lrnn_version": d2l.__version__, "hparams": hparams, "history": history, "resume": None}
     assert d2l.checkpoint_info(path) == info
