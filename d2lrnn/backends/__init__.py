@@ -31,6 +31,7 @@ from . import _common, _inputs, _spec
 # The shared NumPy generator behind every backend's ``normal`` and ``uniform`` (and the data
 # iterators): public here, so that code above the shim never reaches into the backends' private helpers.
 from ._common import (  # noqa: F401 - part of this package's API
+    FunctionalHooks,
     InPlaceHooks,
     NativeRNN,
     generator,
@@ -118,6 +119,13 @@ def use_backend(name):
         yield load_backend(name)
     finally:
         set_backend(previous)
+
+
+def functional_hooks():
+    """The active backend's :class:`FunctionalHooks` (how the 1.0 edition's functional cells train on its
+    framework), or None where it declares none (its modules train in place, or it has none)."""
+    declare = getattr(get_backend(), "functional_hooks", None)
+    return None if declare is None else declare()
 
 
 def _to_numpy(x):

@@ -357,3 +357,47 @@ class InPlaceHooks:
     optimizer_step: object = staticmethod(lambda optimizer: optimizer.step())
     tape_gradients: object = None
     book_layer: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionalHooks:
+    """What the English 1.0 edition's functional class API (its JAX cells: Flax modules, parameters held
+    outside the model as a pytree, an optimizer state) needs of a framework whose modules are pure
+    functions of their parameters. A backend declares it with ``functional_hooks()``; frameworks that train
+    in place declare :class:`InPlaceHooks` instead.
+
+    - ``module_base``: the framework's module class (a dataclass: fields are annotations, parameters are
+      made in ``setup``);
+    - ``compact(fn)``: ``fn`` made a method that may create sub-modules where it runs (``nn.compact``);
+    - ``param(module, name, shape, sigma)``: a parameter of ``module`` made in its ``setup``,
+      N(0, sigma^2) (sigma None: zeros);
+    - ``init(module, key, *args)``: ``(outputs, variables)`` of the module's first call from ``key``
+      (a key, or a dict of keys per randomness stream);
+    - ``params_of(variables)``: the trainable parameters in ``variables``;
+    - ``apply(module, params, *args, method=None, dropout_key=None)``: the module (or its ``method``) run
+      with ``params``, dropout drawing from ``dropout_key`` (None: no dropout randomness);
+    - ``dense(n)``, ``embedding(num_tokens, size)``, ``dropout(rate)``: the framework's layers
+      (the dropout layer called as ``layer(x, deterministic)``);
+    - ``recurrent(cell, num_hiddens)``: a time-major recurrent layer of ``cell`` (``"rnn"``, ``"gru"``),
+      called as ``layer(inputs, H)`` (H None: zeros) giving ``(H, outputs)``;
+    - ``key(seed)``: a random key; ``split(key)``: two new keys of one;
+    - ``value_and_grad(f, has_aux)``: as ``jax.value_and_grad`` over pytrees;
+    - ``leaves(tree)``, ``rebuild(tree, leaves)``, ``tree_map(f, *trees)``: pytrees as lists and back.
+    """
+
+    module_base: object
+    compact: object
+    param: object
+    init: object
+    params_of: object
+    apply: object
+    dense: object
+    embedding: object
+    dropout: object
+    recurrent: object
+    key: object
+    split: object
+    value_and_grad: object
+    leaves: object
+    rebuild: object
+    tree_map: object

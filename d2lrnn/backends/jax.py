@@ -393,6 +393,39 @@ def in_place_hooks():
     return None
 
 
+def functional_hooks():
+    # The 1.0 edition's JAX cells: Flax modules trained functionally (see ``_common.FunctionalHooks``).
+    return _functional_hooks()
+
+
+@functools.cache
+def _functional_hooks():
+    linen = _linen()
+
+    def param(module, name, shape, sigma):
+        init = linen.initializers.zeros if sigma is None else linen.initializers.normal(sigma)
+        return module.param(name, init, shape)
+
+    def apply(module, params, *args, method=None, dropout_key=None):
+        rngs = None if dropout_key is None else {"dropout": dropout_key}
+        return module.apply({"params": params}, *args, method=method, rngs=rngs)
+
+    def recurrent(cell, num_hiddens):
+        layer = linen.RNN(getattr(linen, _FLAX_CELLS[cell])(num_hiddens), time_major=True, return_carry=True)
+        return lambda inputs, H=None: layer(inputs, initial_carry=H)
+
+    def rebuild(tree, leaves):
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(tree), list(leaves))
+
+    return _common.FunctionalHooks(
+        module_base=linen.Module, compact=linen.compact, param=param,
+        init=lambda module, key, *args: module.init_with_output(key, *args),
+        params_of=lambda variables: variables["params"], apply=apply,
+        dense=linen.Dense, embedding=linen.Embed, dropout=linen.Dropout, recurrent=recurrent,
+        key=jax.random.PRNGKey, split=jax.random.split, value_and_grad=jax.value_and_grad,
+        leaves=jax.tree_util.tree_leaves, rebuild=rebuild, tree_map=jax.tree_util.tree_map)
+
+
 class _Keys:
     """Where dropout gets its JAX keys: the host's key (eager calls), or, while a compiled function
     is traced, the key that function receives with each call."""

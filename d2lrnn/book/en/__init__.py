@@ -11,7 +11,7 @@ import functools
 import numpy as np
 
 from ... import ops
-from ...backends import backend_name
+from ...backends import backend_name, functional_hooks
 from ...seq2seq.bleu import bleu
 from .base import (
     SGD,
@@ -26,6 +26,7 @@ from .base import (
     hooks_for,
     module_classes,
 )
+from . import functional
 from .data import MTFraEng, TimeMachine, Vocab, download, extract
 from .rnn import rnn_classes
 from .seq2seq import seq2seq_classes
@@ -60,6 +61,8 @@ def gpu(i=0):
 
 @functools.cache
 def _classes(backend):
+    if functional_hooks() is not None:  # JAX: the Flax classes
+        return functional.classes()
     hooks = hooks_for("module_bases")
     classes = module_classes(hooks)
     classes.update(rnn_classes(classes["Module"], classes["Classifier"]))
@@ -70,12 +73,14 @@ def _classes(backend):
 def names():
     """The 1.0 edition's names on the active backend (its classes, and the tensor functions the 1.0 cells
     call that the 2.x face does not have)."""
+    classes = _classes(backend_name())
     return {
-        **_classes(backend_name()),
+        **classes,
         "HyperParameters": HyperParameters, "ProgressBoard": ProgressBoard, "DataModule": DataModule,
         "Trainer": Trainer, "SGD": SGD, "Adam": Adam, "add_to_class": add_to_class, "check_len": check_len,
         "check_shape": check_shape, "TimeMachine": TimeMachine, "MTFraEng": MTFraEng, "Vocab": Vocab,
         "bleu": bleu, "download": download, "extract": extract,
         "randn": randn, "swapaxes": swapaxes, "expand_dims": expand_dims, "gpu": gpu,
         "float32": np.float32, "int32": np.int32, "int64": np.int64,
+        **{name: classes[name] for name in ("SGD", "Adam") if name in classes},  # JAX: optax's form
     }

@@ -19,7 +19,7 @@ import inspect
 import numpy as np
 
 from ... import ops
-from ...backends import backend_name, generator_state_kept
+from ...backends import backend_name, functional_hooks, generator_state_kept
 from ...data.translation import load_array
 from ...errors import ArgumentError
 from ...training import loop
@@ -282,7 +282,7 @@ class Trainer(HyperParameters):
     def prepare_model(self, model):
         model.trainer = self
         model.board.xlim = [0, self.max_epochs]
-        if self.gpus:
+        if self.gpus and functional_hooks() is None:  # (JAX puts the arrays where the batches are)
             model.to(self.gpus[0])
         self.model = model
 
@@ -298,6 +298,10 @@ class Trainer(HyperParameters):
         list of gradients, and the clipped ones are returned."""
         from ...training.step import clip_by_global_norm
 
+        if functional_hooks() is not None:  # JAX: ``model`` is the gradients' pytree; the clipped one returned
+            from . import functional
+
+            return functional.clip_gradients(grad_clip_val, model)
         hooks = hooks_for("assign")
         if hooks.grad is None:
             dense = hooks.dense_grad or (lambda g: g)
@@ -307,7 +311,13 @@ class Trainer(HyperParameters):
         for p, g in zip(params, grads):
             hooks.set_grad(p, g)
 
-    def fit(self, model, data):
+    def fit(self, model, data, key=None):
+        """Train ``model`` on ``data``; on JAX from the parameters made from ``key`` (None: a new key), the
+        trained ones then in ``self.state.params`` (:func:`d2lrnn.book.en.functional.fit`)."""
+        if functional_hooks() is not None:
+            from . import functional
+
+            return functional.fit(self, model, data, key)
         hooks = hooks_for("set_training")
         self.prepare_data(data)
         self.prepare_model(model)
