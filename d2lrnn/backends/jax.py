@@ -404,7 +404,7 @@ def _functional_hooks():
 
     def param(module, name, shape, sigma):
         init = linen.initializers.zeros if sigma is None else linen.initializers.normal(sigma)
-        return module.param(name, init, shape)
+        return module.param(name, init, shape, jnp.float32)  # (Flax's default is float64 under x64)
 
     def apply(module, params, *args, method=None, dropout_key=None):
         rngs = None if dropout_key is None else {"dropout": dropout_key}

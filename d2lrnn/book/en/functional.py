@@ -336,10 +336,15 @@ class RNNLMScratchMethods:
         rnn_outputs, _ = self.rnn(self.one_hot(X), state)
         return self.output_layer(rnn_outputs)
 
-    def predict(self, prefix, num_preds, vocab, params):
+    def predict(self, prefix, num_preds, vocab, params=None):
         """``prefix`` followed by ``num_preds`` characters, each the most likely next one under ``params``
-        (``trainer.state.params``)."""
+        (None: the trainer's, ``trainer.state.params``)."""
         h = hooks()
+        if params is None:
+            if not hasattr(self, "trainer"):
+                raise ArgumentError(f"{type(self).__name__}.predict: pass the parameters, predict(prefix, "
+                                    "num_preds, vocab, params), or train the model with d2l.Trainer first")
+            params = self.trainer.state.params
         state, outputs = None, [vocab[prefix[0]]]
         for i in range(len(prefix) + num_preds - 1):
             embs = self.one_hot(ops.tensor([[outputs[-1]]]))
