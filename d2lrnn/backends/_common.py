@@ -382,7 +382,9 @@ class FunctionalHooks:
       called as ``layer(inputs, H)`` (H None: zeros) giving ``(H, outputs)``;
     - ``key(seed)``: a random key; ``split(key)``: two new keys of one;
     - ``value_and_grad(f, has_aux)``: as ``jax.value_and_grad`` over pytrees;
-    - ``leaves(tree)``, ``rebuild(tree, leaves)``, ``tree_map(f, *trees)``: pytrees as lists and back.
+    - ``leaves(tree)``, ``rebuild(tree, leaves)``, ``tree_map(f, *trees)``: pytrees as lists and back;
+    - ``pytree_dataclass(cls, data_fields, meta_fields)``: the dataclass ``cls`` made a pytree whose leaves
+      are in ``data_fields`` (so that compiled functions take it), the others static.
     """
 
     module_base: object
@@ -401,3 +403,4 @@ class FunctionalHooks:
     leaves: object
     rebuild: object
     tree_map: object
+    pytree_dataclass: object

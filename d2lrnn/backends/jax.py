@@ -406,9 +406,9 @@ def _functional_hooks():
         init = linen.initializers.zeros if sigma is None else linen.initializers.normal(sigma)
         return module.param(name, init, shape, jnp.float32)  # (Flax's default is float64 under x64)
 
-    def apply(module, params, *args, method=None, dropout_key=None):
+    def apply(module, params, *args, method=None, dropout_key=None, **kwargs):
         rngs = None if dropout_key is None else {"dropout": dropout_key}
-        return module.apply({"params": params}, *args, method=method, rngs=rngs)
+        return module.apply({"params": params}, *args, method=method, rngs=rngs, **kwargs)
 
     def recurrent(cell, num_hiddens):
         layer = linen.RNN(getattr(linen, _FLAX_CELLS[cell])(num_hiddens), time_major=True, return_carry=True)
@@ -423,7 +423,8 @@ def _functional_hooks():
         params_of=lambda variables: variables["params"], apply=apply,
         dense=linen.Dense, embedding=linen.Embed, dropout=linen.Dropout, recurrent=recurrent,
         key=jax.random.PRNGKey, split=jax.random.split, value_and_grad=jax.value_and_grad,
-        leaves=jax.tree_util.tree_leaves, rebuild=rebuild, tree_map=jax.tree_util.tree_map)
+        leaves=jax.tree_util.tree_leaves, rebuild=rebuild, tree_map=jax.tree_util.tree_map,
+        pytree_dataclass=lambda cls, data, meta: jax.tree_util.register_dataclass(cls, list(data), list(meta)))
 
 
 class _Keys:

@@ -397,6 +397,82 @@ class RNNLMMethods:
         return self.output_layer(rnn_outputs)
 
 
+class EncoderMethods:
+    """The encoder's interface: ``__call__(X, *args)`` gives what the decoder's ``init_state`` takes."""
+
+    def __call__(self, X, *args):
+        raise NotImplementedError(f"{type(self).__name__}: write setup(self) and __call__(self, X, *args)")
+
+
+class DecoderMethods:
+    """The decoder's interface: ``init_state(enc_all_outputs, *args)``, then ``__call__(X, state)`` gives
+    ``(outputs, state)``."""
+
+    def init_state(self, enc_all_outputs, *args):
+        raise NotImplementedError(f"{type(self).__name__}: write init_state(self, enc_all_outputs, *args)")
+
+    def __call__(self, X, state):
+        raise NotImplementedError(f"{type(self).__name__}: write setup(self) and __call__(self, X, state)")
+
+
+class EncoderDecoderMethods:
+    """``model(enc_X, dec_X, *args)``: encode, make the decoder's first state, return the decoder's
+    outputs; both run in the model's ``training`` mode (dropout)."""
+
+    def __call__(self, enc_X, dec_X, *args):
+        enc_all_outputs = self.encoder(enc_X, *args, training=self.training)
+        dec_state = self.decoder.init_state(enc_all_outputs, *args)
+        return self.decoder(dec_X, dec_state, training=self.training)[0]
+
+    def predict_step(self, params, batch, num_steps, save_attention_weights=False):
+        """Greedy decoding of ``batch`` = (src, tgt, src_valid_len, _) under ``params`` for ``num_steps``
+        steps from the target's first token: ``(predicted indices (batch, num_steps), ([], []))`` (the
+        RNN models have no attention weights to keep)."""
+        h = hooks()
+        src, tgt, src_valid_len, _ = batch
+        enc_all_outputs = h.apply(self.encoder, params["encoder"], src, src_valid_len, training=False)
+        dec_state = self.decoder.init_state(enc_all_outputs, src_valid_len)
+        outputs = [ops.reshape(tgt[:, 0], (-1, 1))]
+        for _ in range(num_steps):
+            Y, dec_state = h.apply(self.decoder, params["decoder"], outputs[-1], dec_state, training=False)
+            outputs.append(ops.argmax(Y, 2))
+        return ops.concat(outputs[1:], 1), ([], [])
+
+
+class Seq2SeqEncoderMethods:
+    """Embedding, then a ``num_layers`` GRU (the book's ``GRU``) over the time-major embeddings:
+    ``(outputs, state)``, the state (num_layers, batch, num_hiddens)."""
+
+    def setup(self):
+        self.embedding = hooks().embedding(self.vocab_size, self.embed_size)
+        self.rnn = type(self).GRU_CLASS(self.num_hiddens, self.num_layers, self.dropout)
+
+    def __call__(self, X, *args, training=False):
+        embs = self.embedding(ops.astype(ops.transpose(X), "int32"))
+        return self.rnn(embs, training=training)
+
+
+class Seq2SeqMethods:
+    """The encoder-decoder trained by the cross-entropy of the target's non-padding tokens, with Adam."""
+
+    def validation_step(self, params, batch, state):
+        loss, _ = self.loss(params, batch[:-1], batch[-1], state)
+        self.plot("loss", loss, train=False)
+
+    def configure_optimizers(self):
+        return Adam(self.lr)
+
+    def loss(self, params, X, Y, state, averaged=False):
+        """``(mean cross-entropy over the tokens of Y that are not tgt_pad, {})``."""
+
+        def body(params, X, Y, key):
+            losses = ops.softmax_cross_entropy(self._logits(params, X, key), ops.reshape(Y, (-1,)))
+            mask = ops.astype(ops.reshape(Y, (-1,)) != self.tgt_pad, "float32")
+            return ops.sum(losses * mask) / ops.sum(mask), {}
+
+        return _compiled(self, ("loss", True), body)(params, tuple(X), Y, getattr(state, "dropout_rng", None))
+
+
 _DUNDERS_KEPT = {"__call__", "__doc__"}
 
 
@@ -431,6 +507,29 @@ def classes():
     RNNLM = _make("RNNLM", RNNLMMethods, RNNLMScratch, [("training", bool, True)])
     GRU = _make("GRU", GRUMethods, RNN, [("num_hiddens", int), ("num_layers", int), ("dropout", float, 0)],
                 compact=["__call__"])
+    Encoder = _make("Encoder", EncoderMethods, base)
+    Decoder = _make("Decoder", DecoderMethods, base)
+    EncoderDecoder = _make("EncoderDecoder", EncoderDecoderMethods, Classifier,
+                           [("encoder", base), ("decoder", base), ("training", bool)])
+    Seq2SeqEncoder = _make("Seq2SeqEncoder", Seq2SeqEncoderMethods, Encoder, [
+        ("vocab_size", int), ("embed_size", int), ("num_hiddens", int), ("num_layers", int),
+        ("dropout", float, 0)])
+    Seq2SeqEncoder.GRU_CLASS = GRU
+    Seq2Seq = _make("Seq2Seq", Seq2SeqMethods, EncoderDecoder, [
+        ("encoder", base), ("decoder", base), ("tgt_pad", int), ("lr", float)])
+    _register_train_state()
     return {"Module": Module, "Classifier": Classifier, "RNNScratch": RNNScratch, "RNNLMScratch": RNNLMScratch,
-            "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "SGD": SGD, "Adam": Adam, "TrainState": TrainState,
-            "get_key": get_key}
+            "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "Encoder": Encoder, "Decoder": Decoder,
+            "EncoderDecoder": EncoderDecoder, "Seq2SeqEncoder": Seq2SeqEncoder, "Seq2Seq": Seq2Seq,
+            "SGD": SGD, "Adam": Adam, "TrainState": TrainState, "get_key": get_key}
+
+
+_registered = []
+
+
+def _register_train_state():
+    """:class:`TrainState` as a pytree (its arrays the leaves), as the book's compiled losses take it."""
+    if not _registered:
+        hooks().pytree_dataclass(TrainState, ("step", "params", "opt_state", "dropout_rng", "batch_stats"),
+                                 ("apply_fn", "tx"))
+        _registered.append(TrainState)
