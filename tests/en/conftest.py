@@ -1,8 +1,9 @@
 """The English 1.0 face's fixtures: ``d2l`` is ``from d2lrnn.en import <backend> as d2l`` (env's backend).
 
-The 1.0 edition has PyTorch, MXNet, TensorFlow and JAX cells; d2lrnn.en runs the first three. In the jax
-env (whose module says in one line that it is not there yet), and in the numpy and paddle envs (the book
-has no such cells), only ``test_face.py`` applies; the tests of the classes are not collected.
+The 1.0 edition has PyTorch, MXNet, TensorFlow and JAX cells; d2lrnn.en runs all four. The JAX cells train
+Flax modules functionally: ``test_flax.py`` (collected in the jax env) tests that form, and the tests of the
+in-place forms (``in_place``) are skipped there. In the numpy and paddle envs (the book has no such cells),
+only ``test_face.py`` applies; the tests of the classes are not collected.
 """
 
 import importlib
@@ -16,9 +17,17 @@ from d2lrnn import _pinning
 #: The frameworks of the 1.0 edition: the modules of d2lrnn.en.
 EN_BACKENDS = ("torch", "mxnet", "tensorflow", "jax")
 #: Those whose module runs the 1.0 classes.
-EN_RUNS = ("torch", "mxnet", "tensorflow")
+EN_RUNS = ("torch", "mxnet", "tensorflow", "jax")
+#: Those whose modules train in place (JAX's Flax modules are functions of their parameters: test_flax.py).
+IN_PLACE = ("torch", "mxnet", "tensorflow")
 
 collect_ignore = [] if d2lrnn.backend_name() in EN_RUNS else ["test_classes.py", "test_training.py"]
+if d2lrnn.backend_name() != "jax":
+    collect_ignore.append("test_flax.py")
+
+#: A test of the classes that train in place (their parameters are the module's own attributes).
+in_place = pytest.mark.skipif(d2lrnn.backend_name() not in IN_PLACE,
+                              reason="in-place parameters; the functional (JAX) forms are in test_flax.py")
 
 
 def forget(monkeypatch):

@@ -96,4 +96,31 @@ def decoder_class(backend, d2l):
                 return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
 
         return KerasDecoder
+    if backend == "jax":
+        nn = importlib.import_module("flax.linen")
+        jnp = importlib.import_module("jax.numpy")
+
+        class FlaxDecoder(d2l.Decoder):
+            vocab_size: int
+            embed_size: int
+            num_hiddens: int
+            num_layers: int
+            dropout: float = 0
+
+            def setup(self):
+                self.embedding = nn.Embed(self.vocab_size, self.embed_size)
+                self.rnn = d2l.GRU(self.num_hiddens, self.num_layers, self.dropout)
+                self.dense = nn.Dense(self.vocab_size)
+
+            def init_state(self, enc_all_outputs, *args):
+                return enc_all_outputs
+
+            def __call__(self, X, state, training=False):
+                embs = self.embedding(d2l.astype(d2l.transpose(X), d2l.int32))
+                enc_output, hidden_state = state
+                context = jnp.tile(enc_output[-1], (embs.shape[0], 1, 1))
+                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state, training=training)
+                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
+
+        return FlaxDecoder
     raise NotImplementedError(backend)

@@ -7,16 +7,19 @@ import pytest
 from d2lrnn import ops
 
 from .. import reference
+from .conftest import in_place
 
 V, H, T, B = 6, 5, 4, 3  # vocabulary, hidden units, time steps, batch
 
 
-def test_the_1_0_names_are_there_over_the_2_x_face(d2l):
+def test_the_1_0_names_are_there_over_the_2_x_face(d2l, backend):
     for name in ("Module", "Classifier", "DataModule", "Trainer", "SGD", "HyperParameters", "ProgressBoard",
-                 "RNNScratch", "RNNLMScratch", "RNN", "RNNLM", "GRU", "LinearRegression", "TimeMachine",
-                 "MTFraEng", "Encoder", "Decoder", "EncoderDecoder", "Seq2Seq", "add_to_class",
-                 "check_shape"):
+                 "RNNScratch", "RNNLMScratch", "RNN", "RNNLM", "GRU", "TimeMachine", "MTFraEng", "Encoder",
+                 "Decoder", "EncoderDecoder", "Seq2Seq", "Seq2SeqEncoder", "add_to_class", "check_shape"):
         assert hasattr(d2l, name), name
+    # the sequence section's model (not yet on JAX); the JAX form's key and training state
+    assert hasattr(d2l, "LinearRegression") == (backend != "jax")
+    assert hasattr(d2l, "get_key") == hasattr(d2l, "TrainState") == (backend == "jax")
     assert d2l.matmul is not None and d2l.plt.__name__ == "matplotlib.pyplot"  # the 2.x face's tensor names
     X = d2l.swapaxes(d2l.reshape(d2l.arange(6), (1, 2, 3)), 0, 2)
     np.testing.assert_array_equal(d2l.to_numpy(X)[:, :, 0], [[0, 3], [1, 4], [2, 5]])
@@ -87,6 +90,7 @@ def tokens(shape, seed=0):
     return np.random.default_rng(seed).integers(0, V, shape)
 
 
+@in_place
 def test_the_scratch_rnn_and_its_language_model_match_the_reference(d2l):
     model, params = scratch_model(d2l)
     X, Y = tokens((B, T)), tokens((B, T), 1)
@@ -106,6 +110,7 @@ def test_the_scratch_rnn_and_its_language_model_match_the_reference(d2l):
     assert float(d2l.to_numpy(model.accuracy(Y_hat, d2l.tensor(Y)))) == pytest.approx(expected)
 
 
+@in_place
 def test_predict_is_the_references_greedy_decoding(d2l):
     model, params = scratch_model(d2l, sigma=1.0)
     vocab = d2l.Vocab(list("abcde"))  # 6 tokens with <unk>

@@ -29,14 +29,6 @@ def test_a_backend_the_1_0_edition_has_no_cells_for_has_no_module(backend, monke
         assert "\n" not in str(refused.value) and f"the {backend} backend has no" in str(refused.value)
 
 
-def test_the_jax_module_says_in_one_line_that_it_is_not_there_yet(backend, monkeypatch):
-    forget(monkeypatch)
-    with pytest.raises(d2lrnn.BackendError) as refused:
-        importlib.import_module("d2lrnn.en.jax")
-    assert "\n" not in str(refused.value) and "from d2lrnn.zh import jax as d2l" in str(refused.value)
-    assert d2lrnn.backend_name() == backend and "d2lrnn.en.jax" not in sys.modules  # nothing chosen
-
-
 def _import_own(backend, monkeypatch):
     """The face of the env's framework (the zh face where the 1.0 edition's does not run)."""
     edition = "en" if backend in EN_RUNS else "zh"

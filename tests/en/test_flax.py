@@ -1,0 +1,145 @@
+"""The 1.0 edition's JAX form (``from d2lrnn.en import jax as d2l``): Flax modules that hold no parameters,
+``Trainer.fit`` keeping them in ``trainer.state``; a reader's module against a step computed by hand, the
+optimizers against optax's, and the scratch language model against the NumPy reference
+(:mod:`tests.reference`). Collected in the jax env only (conftest)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import d2lrnn
+
+from .. import reference
+from .test_classes import B, H, T, V, tokens
+from .test_training import one_batch_data
+
+X_LINE = np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)
+Y_LINE = np.array([[1.0], [0.0]], np.float32)
+
+
+def line_class(d2l, optimizer):
+    """y = x w + b as the 1.0 edition's JAX cells write a model (w, b start at fixed values), trained by
+    ``optimizer(lr)``."""
+
+    class Line(d2l.Module):
+        lr: float
+
+        def setup(self):
+            self.w = self.param("w", lambda key, shape: d2l.tensor([[0.5], [-1.0]]), (2, 1))
+            self.b = self.param("b", lambda key, shape: d2l.tensor([0.25]), (1,))
+
+        def forward(self, X):
+            return d2l.matmul(X, self.w) + self.b
+
+        def loss(self, params, X, y, state):
+            return d2l.reduce_mean((state.apply_fn({"params": params}, *X) - y) ** 2)
+
+        def configure_optimizers(self):
+            return optimizer(self.lr)
+
+    return Line
+
+
+def optimizers(d2l, name):
+    if name == "optax":
+        optax = pytest.importorskip("optax")
+        return optax.sgd, optax.adam
+    return d2l.SGD, d2l.Adam
+
+
+def as_reference(params):
+    """The scratch model's parameters in the reference's order, as NumPy arrays."""
+    rnn = params["rnn"]
+    return [np.array(p) for p in (rnn["W_xh"], rnn["W_hh"], rnn["b_h"], params["W_hq"], params["b_q"])]
+
+
+def scratch(d2l, sigma=0.5):
+    rnn = d2l.RNNScratch(num_inputs=V, num_hiddens=H, sigma=sigma)
+    return d2l.RNNLMScratch(rnn, vocab_size=V, lr=0.5)
+
+
+@pytest.mark.parametrize("optimizer", ["d2l", "optax"])
+def test_a_readers_flax_module_is_trained_by_sgd_as_computed_by_hand(d2l, optimizer):
+    model = line_class(d2l, optimizers(d2l, optimizer)[0])(lr=0.1)
+    model.plot_train_per_epoch = 1
+    trainer = d2l.Trainer(max_epochs=1)
+    trainer.fit(model, one_batch_data(d2l, X_LINE, Y_LINE))
+    # by hand: y_hat = [-1.25, 2.75], r = y_hat - y = [-2.25, 2.75]; dL/dw = X^T r, dL/db = sum r (2/n = 1)
+    r = np.array([[-2.25], [2.75]])
+    np.testing.assert_allclose(np.array(trainer.state.params["w"]), [[0.5], [-1.0]] - 0.1 * X_LINE.T @ r, rtol=1e-6)
+    np.testing.assert_allclose(np.array(trainer.state.params["b"]), [0.25 - 0.1 * 0.5], rtol=1e-6)
+    assert trainer.state.step == 1
+    (point,) = model.board.data["train_loss"]
+    assert point.x == 0 and point.y == pytest.approx((2.25 ** 2 + 2.75 ** 2) / 2)
+
+
+def test_d2lrnns_adam_takes_optaxs_steps(d2l):
+    trained = []
+    for name in ("d2l", "optax"):
+        model = line_class(d2l, optimizers(d2l, name)[1])(lr=0.1)
+        trainer = d2l.Trainer(max_epochs=3)
+        trainer.fit(model, one_batch_data(d2l, X_LINE, Y_LINE))
+        trained.append(np.array(trainer.state.params["w"]))
+    np.testing.assert_allclose(trained[0], trained[1], rtol=1e-5)
+    assert np.abs(trained[0] - [[0.5], [-1.0]]).max() > 0.2  # three steps of about lr each: it moved
+
+
+def test_the_flax_scratch_model_matches_the_reference(d2l):
+    d2lrnn.manual_seed(3)
+    key = d2l.get_key()
+    d2lrnn.manual_seed(3)
+    assert np.array_equal(np.array(d2l.get_key()), np.array(key))  # keys come from d2lrnn's seeded generator
+    model = scratch(d2l)
+    X, Y = tokens((B, T)), tokens((B, T), 1)
+    Y_hat, variables = model.init_with_output(key, d2l.tensor(X))
+    params = as_reference(variables["params"])
+    assert all(p.dtype == np.float32 for p in params)
+    logits, _ = reference.forward(params, X, np.zeros((B, H)))
+    np.testing.assert_allclose(np.array(Y_hat), np.stack(logits, 1), rtol=1e-5, atol=1e-6)
+    loss, aux = model.loss(variables["params"], (d2l.tensor(X),), d2l.tensor(Y), None)
+    assert aux == {} and float(loss) == pytest.approx(reference.loss(params, X, Y, np.zeros((B, H))), rel=1e-5)
+    expected = np.mean(np.stack(logits, 1).argmax(-1) == Y)
+    assert float(model.accuracy(variables["params"], (d2l.tensor(X),), d2l.tensor(Y), None)) == pytest.approx(expected)
+
+
+def test_flax_predict_is_the_references_greedy_decoding(d2l):
+    d2lrnn.manual_seed(3)  # parameters whose greedy continuation varies
+    model = scratch(d2l, sigma=1.0)
+    _, variables = model.init_with_output(d2l.get_key(), d2l.tensor(tokens((B, T))))
+    vocab = d2l.Vocab(list("abcde"))  # <unk> is 0, and may be predicted
+    expected = reference.decode(as_reference(variables["params"]), [vocab[c] for c in "cab"], 8, forbidden=[])
+    assert len(set(expected)) >= 3, expected
+    assert model.predict("cab", 8, vocab, variables["params"]) == "cab" + "".join(
+        vocab.idx_to_token[i] for i in expected)
+    with pytest.raises(d2lrnn.ArgumentError, match="pass the parameters") as refused:
+        model.predict("cab", 8, vocab)  # not trained: no trainer's parameters to default to
+    assert "\n" not in str(refused.value)
+
+
+def test_one_clipped_step_of_the_flax_scratch_model_is_the_references(d2l):
+    class Recorded(d2l.RNNLMScratch):
+        pass
+
+    initial = []
+
+    @d2l.add_to_class(Recorded)
+    def apply_init(self, dummy_input, key):
+        variables = d2l.RNNLMScratch.apply_init(self, dummy_input, key)
+        initial.append(variables["params"])
+        return variables
+
+    model = Recorded(d2l.RNNScratch(num_inputs=V, num_hiddens=H, sigma=0.5), vocab_size=V, lr=0.5)
+    model.plot_train_per_epoch = 1
+    X, Y = tokens((B, T)), tokens((B, T), 1)
+    theta = 0.05  # below the gradient's norm: clipping acts
+    trainer = d2l.Trainer(max_epochs=1, gradient_clip_val=theta)
+    trainer.fit(model, one_batch_data(d2l, X, Y))
+    params = as_reference(initial[0])
+    _, _, expected, _ = reference.sgd_step(params, X, Y, np.zeros((B, H)), lr=0.5, theta=theta)
+    unclipped = reference.loss_and_grads(params, X, Y, np.zeros((B, H)))[1]
+    assert math.sqrt(sum(float((g * g).sum()) for g in unclipped)) > theta
+    for got, want in zip(as_reference(trainer.state.params), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    (point,) = model.board.data["train_ppl"]
+    assert point.y == pytest.approx(math.exp(reference.loss(params, X, Y, np.zeros((B, H)))), rel=1e-5)
