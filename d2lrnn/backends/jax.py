@@ -424,7 +424,8 @@ def _functional_hooks():
         dense=linen.Dense, embedding=linen.Embed, dropout=linen.Dropout, recurrent=recurrent,
         key=jax.random.PRNGKey, split=jax.random.split, value_and_grad=jax.value_and_grad,
         leaves=jax.tree_util.tree_leaves, rebuild=rebuild, tree_map=jax.tree_util.tree_map,
-        pytree_dataclass=lambda cls, data, meta: jax.tree_util.register_dataclass(cls, list(data), list(meta)))
+        pytree_dataclass=lambda cls, data, meta: jax.tree_util.register_dataclass(cls, list(data),
+                                                                                  list(meta)))
 
 
 class _Keys:

@@ -119,7 +119,8 @@ def decoder_class(backend, d2l):
                 embs = self.embedding(d2l.astype(d2l.transpose(X), d2l.int32))
                 enc_output, hidden_state = state
                 context = jnp.tile(enc_output[-1], (embs.shape[0], 1, 1))
-                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state, training=training)
+                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state,
+                                                 training=training)
                 return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
 
         return FlaxDecoder

@@ -67,8 +67,9 @@ def test_a_readers_flax_module_is_trained_by_sgd_as_computed_by_hand(d2l, optimi
     trainer.fit(model, one_batch_data(d2l, X_LINE, Y_LINE))
     # by hand: y_hat = [-1.25, 2.75], r = y_hat - y = [-2.25, 2.75]; dL/dw = X^T r, dL/db = sum r (2/n = 1)
     r = np.array([[-2.25], [2.75]])
-    np.testing.assert_allclose(np.array(trainer.state.params["w"]), [[0.5], [-1.0]] - 0.1 * X_LINE.T @ r, rtol=1e-6)
-    np.testing.assert_allclose(np.array(trainer.state.params["b"]), [0.25 - 0.1 * 0.5], rtol=1e-6)
+    params = trainer.state.params
+    np.testing.assert_allclose(np.array(params["w"]), [[0.5], [-1.0]] - 0.1 * X_LINE.T @ r, rtol=1e-6)
+    np.testing.assert_allclose(np.array(params["b"]), [0.25 - 0.1 * 0.5], rtol=1e-6)
     assert trainer.state.step == 1
     (point,) = model.board.data["train_loss"]
     assert point.x == 0 and point.y == pytest.approx((2.25 ** 2 + 2.75 ** 2) / 2)
@@ -97,10 +98,12 @@ def test_the_flax_scratch_model_matches_the_reference(d2l):
     assert all(p.dtype == np.float32 for p in params)
     logits, _ = reference.forward(params, X, np.zeros((B, H)))
     np.testing.assert_allclose(np.array(Y_hat), np.stack(logits, 1), rtol=1e-5, atol=1e-6)
-    loss, aux = model.loss(variables["params"], (d2l.tensor(X),), d2l.tensor(Y), None)
-    assert aux == {} and float(loss) == pytest.approx(reference.loss(params, X, Y, np.zeros((B, H))), rel=1e-5)
+    inputs, labels = (d2l.tensor(X),), d2l.tensor(Y)
+    loss, aux = model.loss(variables["params"], inputs, labels, None)
+    assert aux == {}
+    assert float(loss) == pytest.approx(reference.loss(params, X, Y, np.zeros((B, H))), rel=1e-5)
     expected = np.mean(np.stack(logits, 1).argmax(-1) == Y)
-    assert float(model.accuracy(variables["params"], (d2l.tensor(X),), d2l.tensor(Y), None)) == pytest.approx(expected)
+    assert float(model.accuracy(variables["params"], inputs, labels, None)) == pytest.approx(expected)
 
 
 def test_flax_predict_is_the_references_greedy_decoding(d2l):

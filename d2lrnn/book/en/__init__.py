@@ -13,6 +13,7 @@ import numpy as np
 from ... import ops
 from ...backends import backend_name, functional_hooks
 from ...seq2seq.bleu import bleu
+from . import functional
 from .base import (
     SGD,
     Adam,
@@ -26,7 +27,6 @@ from .base import (
     hooks_for,
     module_classes,
 )
-from . import functional
 from .data import MTFraEng, TimeMachine, Vocab, download, extract
 from .rnn import rnn_classes
 from .seq2seq import seq2seq_classes

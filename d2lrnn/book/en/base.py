@@ -298,7 +298,7 @@ class Trainer(HyperParameters):
         list of gradients, and the clipped ones are returned."""
         from ...training.step import clip_by_global_norm
 
-        if functional_hooks() is not None:  # JAX: ``model`` is the gradients' pytree; the clipped one returned
+        if functional_hooks() is not None:  # JAX: ``model`` is the gradients' pytree
             from . import functional
 
             return functional.clip_gradients(grad_clip_val, model)

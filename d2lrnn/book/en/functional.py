@@ -28,8 +28,8 @@ def hooks():
     """The active backend's functional hooks (one line where it has none)."""
     declared = functional_hooks()
     if declared is None:
-        raise ArgumentError("d2lrnn's functional 1.0 classes (TrainState, get_key) are the JAX (Flax) cells': "
-                            "use d2lrnn.en.jax")
+        raise ArgumentError("d2lrnn's functional 1.0 classes (TrainState, get_key) are the JAX (Flax) "
+                            "cells': use d2lrnn.en.jax")
     return declared
 
 
@@ -38,7 +38,7 @@ def get_key():
     return hooks().key(int(generator().integers(0, 2**31 - 1)))
 
 
-# -- optimizers and the training state ------------------------------------------------------------------------
+# -- optimizers and the training state -----------------------------------------------------------------------
 
 class FunctionalOptimizer(HyperParameters):
     """One of d2lrnn's optimizer rules (:mod:`d2lrnn.training.optim`) as an optax gradient transformation:
@@ -53,11 +53,13 @@ class FunctionalOptimizer(HyperParameters):
 
     def update(self, grads, state, params=None):
         if params is None:
-            raise ArgumentError(f"{type(self).__name__}.update needs the parameters: update(grads, state, params)")
+            raise ArgumentError(f"{type(self).__name__}.update needs the parameters: "
+                                "update(grads, state, params)")
         h = hooks()
         t, rule_state = state
         old = h.leaves(params)
-        new, rule_state = self.rule.update(old, h.leaves(grads), rule_state, self.rule.scalars(t + 1, self.rule.lr))
+        scalars = self.rule.scalars(t + 1, self.rule.lr)
+        new, rule_state = self.rule.update(old, h.leaves(grads), rule_state, scalars)
         return h.rebuild(params, [n - p for n, p in zip(new, old)]), (t + 1, rule_state)
 
 
@@ -105,7 +107,7 @@ class TrainState:
         return dataclasses.replace(self, **changes)
 
 
-# -- the trainer's fit ------------------------------------------------------------------------------------------
+# -- the trainer's fit ---------------------------------------------------------------------------------------
 
 class StateParams:
     """The trainer's state as the training loop sees a model: ``params`` are the leaves of
@@ -150,7 +152,8 @@ class FunctionalTask(loop.Task):
         _set_training(trainer.model, False)
         try:
             for batch in trainer.val_dataloader:
-                trainer.model.validation_step(trainer.state.params, trainer.prepare_batch(batch), trainer.state)
+                batch = trainer.prepare_batch(batch)
+                trainer.model.validation_step(trainer.state.params, batch, trainer.state)
                 trainer.val_batch_idx += 1
         finally:
             _set_training(trainer.model, True)
@@ -186,8 +189,8 @@ def fit(trainer, model, data, key=None):
         return ops.detach(loss), h.leaves(trainer.state.params), None
 
     _set_training(model, True)
-    loop.fit(StateParams(trainer), trainer.train_dataloader, step, FunctionalTask(trainer), trainer.max_epochs,
-             progress=False, plot=False, verbose=False)
+    loop.fit(StateParams(trainer), trainer.train_dataloader, step, FunctionalTask(trainer),
+             trainer.max_epochs, progress=False, plot=False, verbose=False)
 
 
 def clip_gradients(grad_clip_val, grads):
@@ -196,7 +199,7 @@ def clip_gradients(grad_clip_val, grads):
     return h.rebuild(grads, clip_by_global_norm(h.leaves(grads), grad_clip_val))
 
 
-# -- the model classes ----------------------------------------------------------------------------------------
+# -- the model classes ---------------------------------------------------------------------------------------
 
 def _compiled(model, name, body):
     """``body`` compiled once per model, ``name`` and value of the model's ``training`` field (traced with
@@ -217,7 +220,8 @@ class FunctionalModuleMethods:
 
     def forward(self, X, *args, **kwargs):
         if not hasattr(self, "net"):
-            raise NotImplementedError(f"{type(self).__name__}: set self.net in setup or write forward(self, X)")
+            raise NotImplementedError(f"{type(self).__name__}: set self.net in setup or write "
+                                      "forward(self, X)")
         return self.net(X, *args, **kwargs)
 
     def __call__(self, X, *args, **kwargs):
@@ -270,7 +274,8 @@ class FunctionalClassifierMethods:
             losses = ops.softmax_cross_entropy(self._logits(params, X, key), ops.reshape(Y, (-1,)))
             return (ops.mean(losses) if averaged else losses), {}
 
-        return _compiled(self, ("loss", averaged), body)(params, tuple(X), Y, getattr(state, "dropout_rng", None))
+        key = getattr(state, "dropout_rng", None)
+        return _compiled(self, ("loss", averaged), body)(params, tuple(X), Y, key)
 
     def accuracy(self, params, X, Y, state, averaged=True):
         """The fraction of predictions (largest logit) equal to the label (or each one's 0/1)."""
@@ -518,10 +523,10 @@ def classes():
     Seq2Seq = _make("Seq2Seq", Seq2SeqMethods, EncoderDecoder, [
         ("encoder", base), ("decoder", base), ("tgt_pad", int), ("lr", float)])
     _register_train_state()
-    return {"Module": Module, "Classifier": Classifier, "RNNScratch": RNNScratch, "RNNLMScratch": RNNLMScratch,
-            "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "Encoder": Encoder, "Decoder": Decoder,
-            "EncoderDecoder": EncoderDecoder, "Seq2SeqEncoder": Seq2SeqEncoder, "Seq2Seq": Seq2Seq,
-            "SGD": SGD, "Adam": Adam, "TrainState": TrainState, "get_key": get_key}
+    return {"Module": Module, "Classifier": Classifier, "RNNScratch": RNNScratch,
+            "RNNLMScratch": RNNLMScratch, "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "Encoder": Encoder,
+            "Decoder": Decoder, "EncoderDecoder": EncoderDecoder, "Seq2SeqEncoder": Seq2SeqEncoder,
+            "Seq2Seq": Seq2Seq, "SGD": SGD, "Adam": Adam, "TrainState": TrainState, "get_key": get_key}
 
 
 _registered = []
