@@ -82,5 +82,5 @@ def names():
         "bleu": bleu, "download": download, "extract": extract,
         "randn": randn, "swapaxes": swapaxes, "expand_dims": expand_dims, "gpu": gpu,
         "float32": np.float32, "int32": np.int32, "int64": np.int64,
-        **{name: classes[name] for name in ("SGD", "Adam") if name in classes},  # JAX: optax's form
+        **{name: classes[name] for name in ("SGD", "Adam", "Trainer") if name in classes},  # JAX's forms
     }

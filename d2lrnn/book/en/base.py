@@ -298,10 +298,6 @@ class Trainer(HyperParameters):
         list of gradients, and the clipped ones are returned."""
         from ...training.step import clip_by_global_norm
 
-        if functional_hooks() is not None:  # JAX: ``model`` is the gradients' pytree
-            from . import functional
-
-            return functional.clip_gradients(grad_clip_val, model)
         hooks = hooks_for("assign")
         if hooks.grad is None:
             dense = hooks.dense_grad or (lambda g: g)
@@ -311,13 +307,7 @@ class Trainer(HyperParameters):
         for p, g in zip(params, grads):
             hooks.set_grad(p, g)
 
-    def fit(self, model, data, key=None):
-        """Train ``model`` on ``data``; on JAX from the parameters made from ``key`` (None: a new key), the
-        trained ones then in ``self.state.params`` (:func:`d2lrnn.book.en.functional.fit`)."""
-        if functional_hooks() is not None:
-            from . import functional
-
-            return functional.fit(self, model, data, key)
+    def fit(self, model, data):
         hooks = hooks_for("set_training")
         self.prepare_data(data)
         self.prepare_model(model)

@@ -21,6 +21,7 @@ from ...training import loop
 from ...training.optim import SGD as SGDRule
 from ...training.optim import Adam as AdamRule
 from ...training.step import clip_by_global_norm
+from . import base
 from .base import HyperParameters, ModuleMethods, ProgressBoard
 
 
@@ -193,10 +194,18 @@ def fit(trainer, model, data, key=None):
              trainer.max_epochs, progress=False, plot=False, verbose=False)
 
 
-def clip_gradients(grad_clip_val, grads):
-    """The pytree ``grads`` scaled to global norm at most ``grad_clip_val``."""
-    h = hooks()
-    return h.rebuild(grads, clip_by_global_norm(h.leaves(grads), grad_clip_val))
+class Trainer(base.Trainer):
+    """``Trainer(max_epochs, num_gpus=0, gradient_clip_val=0).fit(model, data, key=None)`` on a functional
+    framework: the parameters made from ``key`` (None: :func:`get_key`), trained, are then in
+    ``self.state.params`` (a :class:`TrainState`); see :func:`fit`."""
+
+    def fit(self, model, data, key=None):
+        fit(self, model, data, key)
+
+    def clip_gradients(self, grad_clip_val, grads):
+        """The pytree ``grads`` scaled to global norm at most ``grad_clip_val``."""
+        h = hooks()
+        return h.rebuild(grads, clip_by_global_norm(h.leaves(grads), grad_clip_val))
 
 
 # -- the model classes ---------------------------------------------------------------------------------------
@@ -526,7 +535,8 @@ def classes():
     return {"Module": Module, "Classifier": Classifier, "RNNScratch": RNNScratch,
             "RNNLMScratch": RNNLMScratch, "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "Encoder": Encoder,
             "Decoder": Decoder, "EncoderDecoder": EncoderDecoder, "Seq2SeqEncoder": Seq2SeqEncoder,
-            "Seq2Seq": Seq2Seq, "SGD": SGD, "Adam": Adam, "TrainState": TrainState, "get_key": get_key}
+            "Seq2Seq": Seq2Seq, "SGD": SGD, "Adam": Adam, "Trainer": Trainer, "TrainState": TrainState,
+            "get_key": get_key}
 
 
 _registered = []
