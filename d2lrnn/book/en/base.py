@@ -107,9 +107,9 @@ def hooks_for(what):
     """The backend's in-place hooks, checked to declare ``what`` (one line where they do not)."""
     hooks = ops.in_place_hooks()
     if hooks is None or getattr(hooks, what) is None:
-        raise ArgumentError(f"d2lrnn's English 1.0 classes run on PyTorch, MXNet and TensorFlow modules: the "
-                            f"{backend_name()} backend has no {what} (use d2lrnn.en.torch, .mxnet or "
-                            ".tensorflow)")
+        raise ArgumentError("d2lrnn's English 1.0 classes run on PyTorch, MXNet, TensorFlow and Flax "
+                            f"modules: the {backend_name()} backend has no {what} (use d2lrnn.en.torch, .mxnet, "
+                            ".tensorflow or .jax)")
     return hooks
 
 
