@@ -108,8 +108,8 @@ def hooks_for(what):
     hooks = ops.in_place_hooks()
     if hooks is None or getattr(hooks, what) is None:
         raise ArgumentError("d2lrnn's English 1.0 classes run on PyTorch, MXNet, TensorFlow and Flax "
-                            f"modules: the {backend_name()} backend has no {what} (use d2lrnn.en.torch, .mxnet, "
-                            ".tensorflow or .jax)")
+                            f"modules: the {backend_name()} backend has no {what} (use d2lrnn.en.torch, "
+                            ".mxnet, .tensorflow or .jax)")
     return hooks
 
 
