@@ -376,8 +376,10 @@ class FunctionalHooks:
     - ``params_of(variables)``: the trainable parameters in ``variables``;
     - ``apply(module, params, *args, method=None, dropout_key=None)``: the module (or its ``method``) run
       with ``params``, dropout drawing from ``dropout_key`` (None: no dropout randomness);
-    - ``dense(n)``, ``embedding(num_tokens, size)``, ``dropout(rate)``: the framework's layers
-      (the dropout layer called as ``layer(x, deterministic)``);
+    - ``dense(n, sigma=None)``, ``embedding(num_tokens, size)``, ``dropout(rate)``: the framework's layers
+      (the dense layer's weights N(0, sigma^2) where ``sigma`` is given, the dropout layer called as
+      ``layer(x, deterministic)``);
+    - ``dense_params(params)``: ``(weight, bias)`` of a dense layer's parameters;
     - ``recurrent(cell, num_hiddens)``: a time-major recurrent layer of ``cell`` (``"rnn"``, ``"gru"``),
       called as ``layer(inputs, H)`` (H None: zeros) giving ``(H, outputs)``;
     - ``key(seed)``: a random key; ``split(key)``: two new keys of one;
@@ -394,6 +396,7 @@ class FunctionalHooks:
     params_of: object
     apply: object
     dense: object
+    dense_params: object
     embedding: object
     dropout: object
     recurrent: object

@@ -410,6 +410,11 @@ def _functional_hooks():
         rngs = None if dropout_key is None else {"dropout": dropout_key}
         return module.apply({"params": params}, *args, method=method, rngs=rngs, **kwargs)
 
+    def dense(n, sigma=None):
+        if sigma is None:
+            return linen.Dense(n)
+        return linen.Dense(n, kernel_init=linen.initializers.normal(sigma))
+
     def recurrent(cell, num_hiddens):
         layer = linen.RNN(getattr(linen, _FLAX_CELLS[cell])(num_hiddens), time_major=True, return_carry=True)
         return lambda inputs, H=None: layer(inputs, initial_carry=H)
@@ -421,7 +426,8 @@ def _functional_hooks():
         module_base=linen.Module, compact=linen.compact, param=param,
         init=lambda module, key, *args: module.init_with_output(key, *args),
         params_of=lambda variables: variables["params"], apply=apply,
-        dense=linen.Dense, embedding=linen.Embed, dropout=linen.Dropout, recurrent=recurrent,
+        dense=dense, dense_params=lambda params: (params["kernel"], params["bias"]), embedding=linen.Embed,
+        dropout=linen.Dropout, recurrent=recurrent,
         key=jax.random.PRNGKey, split=jax.random.split, value_and_grad=jax.value_and_grad,
         leaves=jax.tree_util.tree_leaves, rebuild=rebuild, tree_map=jax.tree_util.tree_map,
         pytree_dataclass=lambda cls, data, meta: jax.tree_util.register_dataclass(cls, list(data),

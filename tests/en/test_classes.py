@@ -14,11 +14,11 @@ V, H, T, B = 6, 5, 4, 3  # vocabulary, hidden units, time steps, batch
 
 def test_the_1_0_names_are_there_over_the_2_x_face(d2l, backend):
     for name in ("Module", "Classifier", "DataModule", "Trainer", "SGD", "HyperParameters", "ProgressBoard",
-                 "RNNScratch", "RNNLMScratch", "RNN", "RNNLM", "GRU", "TimeMachine", "MTFraEng", "Encoder",
-                 "Decoder", "EncoderDecoder", "Seq2Seq", "Seq2SeqEncoder", "add_to_class", "check_shape"):
+                 "RNNScratch", "RNNLMScratch", "RNN", "RNNLM", "GRU", "LinearRegression", "TimeMachine",
+                 "MTFraEng", "Encoder", "Decoder", "EncoderDecoder", "Seq2Seq", "Seq2SeqEncoder",
+                 "add_to_class", "check_shape"):
         assert hasattr(d2l, name), name
-    # the sequence section's model (not yet on JAX); the JAX form's key and training state
-    assert hasattr(d2l, "LinearRegression") == (backend != "jax")
+    # the JAX form's key and training state
     assert hasattr(d2l, "get_key") == hasattr(d2l, "TrainState") == (backend == "jax")
     assert d2l.matmul is not None and d2l.plt.__name__ == "matplotlib.pyplot"  # the 2.x face's tensor names
     X = d2l.swapaxes(d2l.reshape(d2l.arange(6), (1, 2, 3)), 0, 2)

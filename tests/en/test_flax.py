@@ -146,3 +146,26 @@ def test_one_clipped_step_of_the_flax_scratch_model_is_the_references(d2l):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     (point,) = model.board.data["train_ppl"]
     assert point.y == pytest.approx(math.exp(reference.loss(params, X, Y, np.zeros((B, H)))), rel=1e-5)
+
+
+def test_linear_regression_takes_an_sgd_step_on_half_the_squared_error(d2l):
+    class Recorded(d2l.LinearRegression):
+        pass
+
+    initial = []
+
+    @d2l.add_to_class(Recorded)
+    def apply_init(self, dummy_input, key):
+        variables = d2l.LinearRegression.apply_init(self, dummy_input, key)
+        initial.append(variables["params"])
+        return variables
+
+    model = Recorded(lr=0.1)
+    trainer = d2l.Trainer(max_epochs=1)
+    trainer.fit(model, one_batch_data(d2l, X_LINE, Y_LINE))
+    w0, b0 = (np.array(p, np.float64) for p in model.get_w_b(trainer.state.replace(params=initial[0])))
+    assert w0.shape == (2, 1) and 0 < np.abs(w0).max() < 0.05 and not b0.any()  # N(0, 0.01^2), zero bias
+    r = X_LINE @ w0 + b0 - Y_LINE  # d/dw of mean(r^2 / 2) = X^T r / n
+    w, b = model.get_w_b(trainer.state)
+    np.testing.assert_allclose(np.array(w), w0 - 0.1 * X_LINE.T @ r / 2, rtol=1e-5)
+    np.testing.assert_allclose(np.array(b), b0 - 0.1 * r.sum(0) / 2, rtol=1e-5)

@@ -411,6 +411,28 @@ class RNNLMMethods:
         return self.output_layer(rnn_outputs)
 
 
+class LinearRegressionMethods:
+    """y = X w + b with the framework's dense layer (weights ~ N(0, 0.01^2)), trained by the mean of
+    (y_hat - y)^2 / 2 (optax's ``l2_loss``, as the book's JAX cells)."""
+
+    def setup(self):
+        self.net = hooks().dense(1, 0.01)
+
+    def forward(self, X):
+        return self.net(X)
+
+    def loss(self, params, X, y, state):
+        def body(params, X, y):
+            y_hat = hooks().apply(self, params, *X)
+            return ops.mean((y_hat - ops.reshape(y, ops.shape(y_hat))) ** 2 / 2)
+
+        return _compiled(self, "loss", body)(params, tuple(X), y)
+
+    def get_w_b(self, state):
+        """The layer's weight and bias in ``state.params``."""
+        return hooks().dense_params(state.params["net"])
+
+
 class EncoderMethods:
     """The encoder's interface: ``__call__(X, *args)`` gives what the decoder's ``init_state`` takes."""
 
@@ -521,6 +543,7 @@ def classes():
     RNNLM = _make("RNNLM", RNNLMMethods, RNNLMScratch, [("training", bool, True)])
     GRU = _make("GRU", GRUMethods, RNN, [("num_hiddens", int), ("num_layers", int), ("dropout", float, 0)],
                 compact=["__call__"])
+    LinearRegression = _make("LinearRegression", LinearRegressionMethods, Module, [("lr", float)])
     Encoder = _make("Encoder", EncoderMethods, base)
     Decoder = _make("Decoder", DecoderMethods, base)
     EncoderDecoder = _make("EncoderDecoder", EncoderDecoderMethods, Classifier,
@@ -533,8 +556,9 @@ def classes():
         ("encoder", base), ("decoder", base), ("tgt_pad", int), ("lr", float)])
     _register_train_state()
     return {"Module": Module, "Classifier": Classifier, "RNNScratch": RNNScratch,
-            "RNNLMScratch": RNNLMScratch, "RNN": RNN, "RNNLM": RNNLM, "GRU": GRU, "Encoder": Encoder,
-            "Decoder": Decoder, "EncoderDecoder": EncoderDecoder, "Seq2SeqEncoder": Seq2SeqEncoder,
+            "RNNLMScratch": RNNLMScratch, "LinearRegression": LinearRegression, "RNN": RNN, "RNNLM": RNNLM,
+            "GRU": GRU, "Encoder": Encoder, "Decoder": Decoder, "EncoderDecoder": EncoderDecoder,
+            "Seq2SeqEncoder": Seq2SeqEncoder,
             "Seq2Seq": Seq2Seq, "SGD": SGD, "Adam": Adam, "Trainer": Trainer, "TrainState": TrainState,
             "get_key": get_key}
 
