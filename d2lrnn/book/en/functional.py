@@ -224,7 +224,7 @@ class FunctionalModuleMethods:
     """What the book's ``Module`` adds to the framework's module: ``__call__`` runs ``forward``, the
     training and validation steps take the parameters and the trainer's state."""
 
-    def loss(self, y_hat, y):
+    def loss(self, params, X, y, state):
         raise NotImplementedError(f"{type(self).__name__}: write loss(self, params, X, y, state)")
 
     def forward(self, X, *args, **kwargs):
