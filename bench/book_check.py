@@ -342,6 +342,8 @@ def run_section(sources, column, python, timeout, log=None, opts=None, repo=ROOT
     env = dict(os.environ, **THREADS, D2LRNN_BACKEND=column.backend, MPLBACKEND="Agg", PYTHONHASHSEED="0",
                PYTHONPATH=search_path(column, repo, reference))
     env.update(dict(column.environ))
+    if pathlib.Path(repo).resolve() != ROOT:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # another checkout is read, never written to
     opts = dict(opts or {})
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)

@@ -13,10 +13,11 @@ set -eu
 DIR=${1:-/work/ref}
 TOX=${TOX_DIR:-/work/main/.tox}
 PIP="$TOX/torch/bin/python -m pip install -q --no-deps --target"
-$PIP "$DIR/d2l103" d2l==1.0.3
-$PIP "$DIR/deps-torch" scipy pandas python-dateutil six pytz tzdata requests urllib3 idna certifi \
-    charset_normalizer
-$PIP "$DIR/deps-mxnet" "scipy==1.11.4" "pandas==2.1.4" python-dateutil six pytz tzdata
+# A folder already there is kept as it is (delete it to install afresh).
+[ -d "$DIR/d2l103" ] || $PIP "$DIR/d2l103" d2l==1.0.3
+[ -d "$DIR/deps-torch" ] || $PIP "$DIR/deps-torch" scipy pandas python-dateutil six pytz tzdata requests \
+    urllib3 idna certifi charset_normalizer
+[ -d "$DIR/deps-mxnet" ] || $PIP "$DIR/deps-mxnet" "scipy==1.11.4" "pandas==2.1.4" python-dateutil six pytz tzdata
 # torchvision from PyPI is built for another torch than the env's and does not import beside it. d2l's
 # torch.py imports it at the top and uses it only for image data sets, which the RNN chapters never load.
 mkdir -p "$DIR/deps-torch/torchvision"
