@@ -129,7 +129,7 @@ class Edition:
     #: the count itself on such a line (group 1); None: every number of ``epochs`` on the line
     epoch_count: re.Pattern = None
     d2lbook: bool = False  # cells ask d2lbook's ``tab.selected``; each fit's figures are recorded, seeded
-    reference: pathlib.Path = None  # a saved run of the book's own package, the default --against
+    references: tuple = ()  # saved runs of the book's own package (one per seed), the default --against
     input_cell: re.Pattern = re.compile(r"^```\{\.python \.input[^\n]*\n(.*?)^```", re.S | re.M)
 
 
@@ -159,7 +159,8 @@ EDITIONS = {
         epoch_line=re.compile(r"\bmax_epochs\s*="),
         epoch_count=re.compile(r"\bmax_epochs\s*=\s*(\d+)"),
         d2lbook=True,
-        reference=ROOT / "bench" / "book_check_d2l-en_book.json",
+        references=(ROOT / "bench" / "book_check_d2l-en_book.json",
+                    ROOT / "bench" / "book_check_d2l-en_book_seed1.json"),
     ),
 }
 #: The short names ``--edition`` also takes.
@@ -395,23 +396,27 @@ def table(edition, columns, rows):
     return "\n".join(lines)
 
 
-def fidelity(runs, reference):
-    """Each fit's last figures beside the reference run's: ``[(section, env, fit, label, ref, this)]``.
+def fidelity(runs, references):
+    """Each fit's last figures beside the saved runs': ``[(section, env, fit, label, [saved], this)]``.
 
-    ``runs`` and ``reference`` are ``{section: {env: {"fits": [...]}}}``; a fit or label missing on
-    either side is listed with None there."""
+    ``runs`` and each of ``references`` (saved runs, e.g. of the book's package under several seeds) are
+    ``{section: {env: {"fits": [...]}}}``; ``saved`` holds the figure of each saved run that has it, and
+    a figure this run lacks is None."""
     rows = []
-    for section, by_env in reference.items():
-        for env, ref_run in by_env.items():
-            ref_fits = ref_run.get("fits") or []
+    sections = list(dict.fromkeys(s for reference in references for s in reference))
+    for section in sections:
+        envs = list(dict.fromkeys(e for reference in references for e in reference.get(section, {})))
+        for env in envs:
+            saved = [(reference.get(section, {}).get(env) or {}).get("fits") or []
+                     for reference in references]
             these = (runs.get(section, {}).get(env) or {}).get("fits") or []
-            for i in range(max(len(ref_fits), len(these)) if ref_fits else 0):
-                ref_fit = ref_fits[i] if i < len(ref_fits) else {}
-                this_fit = these[i] if i < len(these) else {}
-                for label in sorted(set(ref_fit) | set(this_fit), key=label_order):
-                    ref_value, this_value = ref_fit.get(label), this_fit.get(label)
-                    rows.append((section, env, i + 1, label, ref_value and ref_value[1],
-                                 this_value and this_value[1]))
+            count = max(len(fits) for fits in saved)
+            for i in range(max(count, len(these)) if count else 0):
+                fits = [f[i] for f in saved if i < len(f)] + ([these[i]] if i < len(these) else [])
+                for label in sorted(set().union(*fits), key=label_order):
+                    values = [f[i][label][1] for f in saved if i < len(f) and label in f[i]]
+                    this = these[i][label][1] if i < len(these) and label in these[i] else None
+                    rows.append((section, env, i + 1, label, values, this))
     return rows
 
 
@@ -421,14 +426,23 @@ def label_order(label):
 
 
 def fidelity_table(rows, reference_name="the book's d2l", this_name="this run"):
-    """The markdown table of :func:`fidelity`'s rows, each with its ratio and whether it is within the bar."""
-    lines = [f"| section | env | fit | figure | {reference_name} | {this_name} | ratio |", "|---" * 7 + "|"]
-    for section, env, fit, label, ref, this in rows:
-        if ref is None or this is None:
+    """The markdown table of :func:`fidelity`'s rows: the saved runs' mean (their range where more than
+    one), this run's figure, its ratio to the mean and whether that is within the bar, and how far apart
+    the saved runs themselves are (largest over smallest, less one)."""
+    lines = [f"| section | env | fit | figure | {reference_name} | {this_name} | ratio | "
+             "spread of the saved runs |", "|---" * 8 + "|"]
+    for section, env, fit, label, values, this in rows:
+        mean = sum(values) / len(values) if values else None
+        saved = number(mean)
+        if len(values) > 1:
+            saved += f" ({number(min(values))} to {number(max(values))})"
+        if mean is None or this is None:
             ratio = "—"
         else:
-            ratio = f"{this / ref:.3f}" + ("" if abs(this / ref - 1) <= TOLERANCE else " (outside 5%)")
-        lines.append(f"| {section} | {env} | {fit} | {label} | {number(ref)} | {number(this)} | {ratio} |")
+            ratio = f"{this / mean:.3f}" + ("" if abs(this / mean - 1) <= TOLERANCE else " (outside 5%)")
+        spread = f"{max(values) / min(values) - 1:.1%}" if len(values) > 1 else "—"
+        lines.append(f"| {section} | {env} | {fit} | {label} | {saved} | {number(this)} | {ratio} "
+                     f"| {spread} |")
     return "\n".join(lines)
 
 
@@ -465,9 +479,10 @@ def parse_args(argv):
                         help="d2l-en: the seed of the Python, NumPy and framework generators (default 0)")
     parser.add_argument("--save", type=pathlib.Path,
                         help="write the run's table and figures to this JSON file")
-    parser.add_argument("--against", type=pathlib.Path,
-                        help="a run saved with --save (the book's package) to compare each fit's figures "
-                             "with (d2l-en's default with --face d2lrnn: bench/book_check_d2l-en_book.json)")
+    parser.add_argument("--against", type=pathlib.Path, nargs="+",
+                        help="runs saved with --save (the book's package, one per seed) to compare each "
+                             "fit's figures with (d2l-en's default with --face d2lrnn: "
+                             "bench/book_check_d2l-en_book*.json)")
     args = parser.parse_args(argv)
     args.edition = ALIASES.get(args.edition, args.edition)
     if args.book_package:
@@ -499,7 +514,7 @@ def main(argv=None):
     columns = [c for c in edition.columns
                if (c.env in args.columns if args.columns else pathlib.Path(python[c.env]).exists())]
     sections = args.sections or [s for s in edition.sections if (book / f"{s}.md").exists()]
-    against = args.against or (edition.reference if not book_face and edition.reference else None)
+    against = args.against or (list(edition.references) if not book_face else [])
     if args.logs:
         args.logs.mkdir(parents=True, exist_ok=True)
     rows, runs = {}, {}
@@ -530,14 +545,16 @@ def main(argv=None):
         args.save.write_text(json.dumps({"edition": edition.name, "face": args.face, "epochs": edition.epochs,
                                          "seed": args.seed, "runs": runs}, indent=1) + "\n")
     compared = ""
-    if against is not None and against.exists():
-        reference = json.loads(against.read_text())
-        chosen = {s: {e: r for e, r in by_env.items() if e in runs.get(s, {})}
-                  for s, by_env in reference["runs"].items() if s in runs}
-        compared = fidelity_table(fidelity(runs, chosen),
-                                  "the book's d2l" if reference.get("face") == "book" else against.name,
-                                  "the book's d2l" if book_face else "d2lrnn")
-        print(f"\nEach fit's last figures against {against}:\n{compared}")
+    saved = [json.loads(path.read_text()) for path in against if path.exists()]
+    if saved:
+        references = [{s: {e: r for e, r in by_env.items() if e in runs.get(s, {})}
+                       for s, by_env in reference["runs"].items() if s in runs} for reference in saved]
+        seeds = ", ".join(str(reference.get("seed")) for reference in saved)
+        book = all(reference.get("face") == "book" for reference in saved)
+        compared = fidelity_table(fidelity(runs, references),
+                                  f"the book's d2l (seeds {seeds})" if book else f"saved (seeds {seeds})",
+                                  f"the book's d2l (seed {args.seed})" if book_face else "d2lrnn")
+        print(f"\nEach fit's last figures against {', '.join(str(p) for p in against)}:\n{compared}")
     if args.write and not book_face:
         write_section(f"book-check-{edition.name}", summary(edition, text, compared))
 

@@ -212,20 +212,22 @@ def test_the_corpora_are_placed_as_the_book_s_package_names_them(tmp_path):
         assert archive.read("fra-eng/fra.txt").count(b"\n") == 18066
 
 
-def test_fidelity_rows_pair_each_fit_s_figures_with_the_reference_s():
-    reference = {"gru": {"torch": {"fits": [{"val_ppl": [10, 8.0], "train_ppl": [10, 9.0]}]}},
-                 "seq2seq": {"torch": {"fits": [{"train_loss": [5, 0.5]}]}}}
+def test_fidelity_rows_pair_each_fit_s_figures_with_the_saved_runs_and_their_mean():
+    seed0 = {"gru": {"torch": {"fits": [{"val_ppl": [10, 8.0], "train_ppl": [10, 9.0]}]}},
+             "seq2seq": {"torch": {"fits": [{"train_loss": [5, 0.5]}]}}}
+    seed1 = {"gru": {"torch": {"fits": [{"val_ppl": [10, 8.4], "train_ppl": [10, 9.0]}]}}}
     runs = {"gru": {"torch": {"fits": [{"train_ppl": [10, 9.36], "val_ppl": [10, 8.2]}]}},
             "seq2seq": {"torch": {"status": "cell 3: ValueError: no", "fits": []}}}
-    rows = book_check.fidelity(runs, reference)
-    assert rows == [("gru", "torch", 1, "train_ppl", 9.0, 9.36), ("gru", "torch", 1, "val_ppl", 8.0, 8.2),
-                    ("seq2seq", "torch", 1, "train_loss", 0.5, None)]
+    rows = book_check.fidelity(runs, [seed0, seed1])
+    assert rows == [("gru", "torch", 1, "train_ppl", [9.0, 9.0], 9.36),
+                    ("gru", "torch", 1, "val_ppl", [8.0, 8.4], 8.2),
+                    ("seq2seq", "torch", 1, "train_loss", [0.5], None)]
     lines = book_check.fidelity_table(rows).splitlines()
-    assert lines[2].endswith("| 9 | 9.36 | 1.040 |")
-    assert lines[3].endswith("| 8 | 8.2 | 1.025 |")
-    assert lines[4].endswith("| 0.5 | — | — |")
-    outside = book_check.fidelity_table([("s", "mxnet", 1, "val_ppl", 10.0, 10.6)])
-    assert outside.endswith("| 10 | 10.6 | 1.060 (outside 5%) |")
+    assert lines[2].endswith("| 9 (9 to 9) | 9.36 | 1.040 | 0.0% |")
+    assert lines[3].endswith("| 8.2 (8 to 8.4) | 8.2 | 1.000 | 5.0% |")
+    assert lines[4].endswith("| 0.5 | — | — | — |")
+    outside = book_check.fidelity_table([("s", "mxnet", 1, "val_ppl", [10.0], 10.6)])
+    assert outside.endswith("| 10 | 10.6 | 1.060 (outside 5%) | — |")
 
 
 def test_the_command_line_takes_the_short_edition_names_and_the_book_face():
