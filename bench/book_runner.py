@@ -146,6 +146,16 @@ def offline_download(d2l, files):
     d2l.download = download
 
 
+#: Keras wraps an error raised inside a layer under this line; the error itself is on the next one.
+KERAS_WRAPPER = "Exception encountered when calling"
+
+
+def summary(error):
+    """An exception's message in one line: its first line (two under Keras's wrapper line)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [""]
+    return " ".join(lines[:2]) if lines[0].startswith(KERAS_WRAPPER) else lines[0]
+
+
 def run(cells, options, namespace=None):
     """Run the sources in order in one namespace; ``{"ran": n, "error": ..., "fits": [...]}``."""
     namespace = {"__name__": "__main__"} if namespace is None else namespace
@@ -158,8 +168,7 @@ def run(cells, options, namespace=None):
         try:
             exec(compile(source, f"<cell {i}>", "exec"), namespace)
         except BaseException as e:
-            lines = [line for line in str(e).splitlines() if line.strip()] or [""]
-            result["error"] = f"cell {i}: {type(e).__name__}: {lines[0].strip()}"
+            result["error"] = f"cell {i}: {type(e).__name__}: {summary(e)}"
             traceback.print_exc()
             break
         result["ran"] = i + 1

@@ -184,6 +184,15 @@ def test_the_recorder_keeps_each_fit_s_last_point_as_the_board_averages_them():
     assert len(namespace["board"].calls) == len(first) + len(second)  # and the board still draws
 
 
+def test_an_error_is_summed_up_in_one_line_with_the_cause_under_keras_s_wrapper():
+    result = book_runner.run(["x = 1\n", "raise ValueError('first line\\n\\nsecond')\n", "y = 2\n"], {})
+    assert result == {"ran": 1, "error": "cell 1: ValueError: first line"}
+    wrapped = TypeError("Exception encountered when calling layer 'rnn' (type RNN).\n\n"
+                        "forward() got 'training'\nCall arguments received by layer 'rnn'")
+    assert book_runner.summary(wrapped) == ("Exception encountered when calling layer 'rnn' (type RNN). "
+                                            "forward() got 'training'")
+
+
 def test_the_recorder_leaves_a_d2l_without_board_or_trainer_alone():
     recorder = book_runner.Recorder()
     plain = type("d2l", (), {})
