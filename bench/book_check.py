@@ -6,6 +6,7 @@
     python bench/book_check.py --edition en          # d2l-en 1.0, compared with the book's package
     python bench/book_check.py --edition en --face book --reference /work/ref --save book.json
     python bench/book_check.py --edition en --repo ../wt-en --against book.json --columns torch mxnet
+    python bench/book_check.py --edition en --columns tensorflow --path tensorflow=/work/ref/numpy23
 
 The book's markdown is read from ``--book`` (default ``../shared/book/d2l-zh``, or ``d2l-en`` with
 ``--edition en``, beside the repository; the book is not stored in the repository). For each section
@@ -44,8 +45,9 @@ d2l-zh's numpy and jax columns have no framework cells: they run the ``#@tab all
 ``import d2lrnn as d2l`` and the standard modules the book's import cells bring, skipping the ``all``
 cells that use a name only a framework cell defines (counted in the table). d2l-en has JAX cells, and
 its ``jax`` column runs them; its ``tensorflow`` column runs Keras 2 (``TF_USE_LEGACY_KERAS=1``), the
-Keras of the book's TensorFlow cells. A cell ``ok`` ran to the end; otherwise the table shows the
-first failing cell's error in one line.
+Keras of the book's TensorFlow cells, which also need NumPy below 2.4 (they call ``int()`` on a
+one-element tensor): ``--path tensorflow=DIR`` puts a folder holding one before the env's packages.
+A cell ``ok`` ran to the end; otherwise the table shows the first failing cell's error in one line.
 
 Fidelity (d2l-en): every ``d2l.Trainer.fit`` is recorded through the book's progress board,
 ``d2l.ProgressBoard.draw(x, y, label, every_n)``, which the trainer calls with the training and
@@ -325,10 +327,11 @@ def place_corpora(folder, repo=ROOT):
     return placed
 
 
-def search_path(column, repo, reference):
-    """PYTHONPATH for the column's process: the d2lrnn checkout, the book's package from ``reference``
-    (``DIR/d2l103``, ``DIR/deps-<env>``) where given, then what the caller had."""
-    paths = [str(repo)]
+def search_path(column, repo, reference, extra=()):
+    """PYTHONPATH for the column's process: the d2lrnn checkout, the folders ``extra`` (``--path``), the
+    book's package from ``reference`` (``DIR/d2l103``, ``DIR/deps-<env>``) where given, then what the
+    caller had."""
+    paths = [str(repo), *map(str, extra)]
     if reference is not None:
         paths += [str(p) for p in (reference / "d2l103", reference / f"deps-{column.env}") if p.is_dir()]
     if os.environ.get("PYTHONPATH"):
@@ -336,12 +339,12 @@ def search_path(column, repo, reference):
     return os.pathsep.join(paths)
 
 
-def run_section(sources, column, python, timeout, log=None, opts=None, repo=ROOT, reference=None):
+def run_section(sources, column, python, timeout, log=None, opts=None, repo=ROOT, reference=None, extra=()):
     """Run ``sources`` in a fresh process of ``python``, in a temporary folder beside the bundled
     corpora; a :class:`Run`. Its figures are the lines the cells printed that give a training's result
     (``perplexity 8.1, ...``, ``loss 0.020, ...``), its fits what the runner recorded (``opts["record"]``)."""
     env = dict(os.environ, **THREADS, D2LRNN_BACKEND=column.backend, MPLBACKEND="Agg", PYTHONHASHSEED="0",
-               PYTHONPATH=search_path(column, repo, reference))
+               PYTHONPATH=search_path(column, repo, reference, extra))
     env.update(dict(column.environ))
     if pathlib.Path(repo).resolve() != ROOT:
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # another checkout is read, never written to
@@ -473,6 +476,9 @@ def parse_args(argv):
     parser.add_argument("--reference", type=pathlib.Path,
                         help="with --face book: a folder made by bench/book_reference.sh "
                              "(d2l103, deps-<env>)")
+    parser.add_argument("--path", action="append", default=[], metavar="ENV=DIR",
+                        help="a folder to put on one env's path, before the packages installed there "
+                             "(e.g. tensorflow=DIR with NumPy below 2.4 for the book's TensorFlow cells)")
     parser.add_argument("--repo", type=pathlib.Path, default=ROOT,
                         help="the d2lrnn checkout to run, first on PYTHONPATH (default: this one)")
     parser.add_argument("--seed", type=int, default=0,
@@ -511,6 +517,10 @@ def main(argv=None):
         sys.exit(f"book_check: no folder {book} (give the chapters' markdown with --book)")
     book_face = args.face == "book"
     python = pythons(args, edition.columns)
+    extra_paths = {}
+    for item in args.path:
+        env, folder = item.split("=", 1)
+        extra_paths.setdefault(env, []).append(pathlib.Path(folder))
     columns = [c for c in edition.columns
                if (c.env in args.columns if args.columns else pathlib.Path(python[c.env]).exists())]
     sections = args.sections or [s for s in edition.sections if (book / f"{s}.md").exists()]
@@ -531,7 +541,8 @@ def main(argv=None):
                 continue
             log = args.logs / f"{section}.{column.env}.log" if args.logs else None
             run = run_section(sources, column, python[column.env], args.timeout, log,
-                              options(column, edition, book_face, args.seed), args.repo, args.reference)
+                              options(column, edition, book_face, args.seed), args.repo, args.reference,
+                              extra_paths.get(column.env, ()))
             status = run.status
             if status == "ok" and skipped:
                 status = f"ok ({skipped} framework-dependent cells skipped)"
@@ -551,9 +562,12 @@ def main(argv=None):
                        for s, by_env in reference["runs"].items() if s in runs} for reference in saved]
         seeds = ", ".join(str(reference.get("seed")) for reference in saved)
         book = all(reference.get("face") == "book" for reference in saved)
-        compared = fidelity_table(fidelity(runs, references),
-                                  f"the book's d2l (seeds {seeds})" if book else f"saved (seeds {seeds})",
-                                  f"the book's d2l (seed {args.seed})" if book_face else "d2lrnn")
+        rows_compared = fidelity(runs, references)
+        if rows_compared:
+            compared = fidelity_table(rows_compared,
+                                      f"the book's d2l (seeds {seeds})" if book else f"saved (seeds {seeds})",
+                                      f"the book's d2l (seed {args.seed})" if book_face else "d2lrnn")
+    if compared:
         print(f"\nEach fit's last figures against {', '.join(str(p) for p in against)}:\n{compared}")
     if args.write and not book_face:
         write_section(f"book-check-{edition.name}", summary(edition, text, compared))

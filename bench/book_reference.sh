@@ -9,6 +9,7 @@
 # DIR/deps-torch   what the torch env lacks: scipy, pandas (+ dateutil, six, pytz, tzdata), requests
 #                  (+ urllib3, idna, certifi, charset_normalizer), and a stand-in torchvision (below)
 # DIR/deps-mxnet   what the mxnet env lacks, in versions for its NumPy 1.23: scipy 1.11, pandas 2.1
+# DIR/numpy23      NumPy 2.3.5, for the tensorflow column (below)
 set -eu
 DIR=${1:-/work/ref}
 TOX=${TOX_DIR:-/work/main/.tox}
@@ -18,6 +19,9 @@ PIP="$TOX/torch/bin/python -m pip install -q --no-deps --target"
 [ -d "$DIR/deps-torch" ] || $PIP "$DIR/deps-torch" scipy pandas python-dateutil six pytz tzdata requests \
     urllib3 idna certifi charset_normalizer
 [ -d "$DIR/deps-mxnet" ] || $PIP "$DIR/deps-mxnet" "scipy==1.11.4" "pandas==2.1.4" python-dateutil six pytz tzdata
+# Not the book's package: NumPy below 2.4 for the tensorflow column of either face (--path tensorflow=DIR/numpy23):
+# the book's TensorFlow cells call int() on one-element tensors, which NumPy 2.4 refuses.
+[ -d "$DIR/numpy23" ] || $PIP "$DIR/numpy23" "numpy==2.3.5"
 # torchvision from PyPI is built for another torch than the env's and does not import beside it. d2l's
 # torch.py imports it at the top and uses it only for image data sets, which the RNN chapters never load.
 mkdir -p "$DIR/deps-torch/torchvision"
