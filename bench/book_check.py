@@ -52,12 +52,13 @@ A cell ``ok`` ran to the end; otherwise the table shows the first failing cell's
 Fidelity (d2l-en): every ``d2l.Trainer.fit`` is recorded through the book's progress board,
 ``d2l.ProgressBoard.draw(x, y, label, every_n)``, which the trainer calls with the training and
 validation loss or perplexity (labels ``train_ppl``, ``val_ppl``, ``train_loss``, ``val_loss``); the
-checker keeps each fit's last plotted point per label, and random generators are seeded (0) before
-the first cell. ``--save FILE`` keeps a run's table and figures as JSON; ``--against FILE`` prints
-each fit's last figures beside a saved run's (the book's package: ``--face book``) with their ratio.
-For d2l-en the saved run of the book's package in ``bench/book_check_d2l-en_book.json`` is the default
-``--against``. ``--write`` puts the tables into bench/RESULTS.md as the section
-``book-check-<edition>``.
+checker keeps each fit's last plotted point per label, and random generators are seeded (``--seed``,
+0) before the first cell. ``--save FILE`` keeps a run's table and figures as JSON; ``--against FILE
+...`` prints each fit's last figures beside the mean of saved runs' (the book's package, ``--face
+book``, one run per seed) with their ratio, and how far apart the saved runs are. For d2l-en the runs
+of the book's package saved in ``bench/book_check_d2l-en_book.json`` (seed 0) and
+``bench/book_check_d2l-en_book_seed1.json`` are the default ``--against``. ``--write`` puts the tables
+into bench/RESULTS.md as the section ``book-check-<edition>``.
 
 What belongs to one edition of the book (where its sections are, their order, its columns, import
 lines, cell marks and epoch counts) is in :data:`EDITIONS`.
