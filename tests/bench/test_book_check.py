@@ -13,6 +13,7 @@ No subprocess and no framework: the runner's functions are called in this proces
 
 import hashlib
 import json
+import os
 import zipfile
 
 import pytest
@@ -252,3 +253,13 @@ def test_options_select_the_tab_seed_and_record_for_d2l_en_only():
         "tab": "mxnet", "seed": 3, "record": True, "offline": {}}
     assert book_check.options(book_check.ZH_COLUMNS[0], ZH, book_face=False) == {}
     assert json.loads(json.dumps(book_check.options(COLUMN["torch"], EN, False)))["tab"] == "pytorch"
+
+
+def test_the_search_path_puts_the_checkout_then_extra_folders_then_the_book_s_package(tmp_path, monkeypatch):
+    for folder in ("d2l103", "deps-mxnet", "deps-torch"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.setenv("PYTHONPATH", "/callers")
+    path = book_check.search_path(COLUMN["mxnet"], "/repo", tmp_path, ["/numpy23"]).split(os.pathsep)
+    assert path == ["/repo", "/numpy23", str(tmp_path / "d2l103"), str(tmp_path / "deps-mxnet"), "/callers"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert book_check.search_path(COLUMN["jax"], "/repo", None) == "/repo"  # no reference: d2lrnn alone
