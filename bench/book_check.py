@@ -494,6 +494,9 @@ def parse_args(argv):
     args.edition = ALIASES.get(args.edition, args.edition)
     if args.book_package:
         args.face = "book"
+    if args.reference is not None and not EDITIONS[args.edition].d2lbook:
+        parser.error("--reference holds the book's d2l 1.0.3, the English edition's package: use it with "
+                     "--edition en (d2l-zh's package is the one installed in --python)")
     known = [c.env for c in EDITIONS[args.edition].columns]
     for env in args.columns or ():
         if env not in known:

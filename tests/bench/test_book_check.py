@@ -246,6 +246,8 @@ def test_the_command_line_takes_the_short_edition_names_and_the_book_face():
     assert book_check.parse_args([]).edition == "d2l-zh"
     with pytest.raises(SystemExit):
         book_check.parse_args(["--edition", "en", "--columns", "paddle"])  # no paddle cells in d2l-en
+    with pytest.raises(SystemExit):
+        book_check.parse_args(["--face", "book", "--reference", "/work/ref"])  # d2l 1.0.3 is not d2l-zh's
 
 
 def test_options_select_the_tab_seed_and_record_for_d2l_en_only():
