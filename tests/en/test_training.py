@@ -12,7 +12,7 @@ import d2lrnn
 from .. import reference
 from .conftest import in_place
 from .frameworks import decoder_class, keras3, parameter
-from .test_classes import B, H, T, scratch_model, tokens
+from .test_classes import B, H, T, V, scratch_model, tokens
 
 
 def one_batch_data(d2l, *arrays):
@@ -144,3 +144,49 @@ def test_the_encoder_decoder_trains_and_translates(d2l, backend):
         preds, _ = model.predict_step(batch, d2l.try_gpu(), data.num_steps)
     d2l.check_shape(preds, (2, data.num_steps))
     assert d2l.bleu("va !", "va !", k=2) == 1.0
+
+
+def readers_array(backend, d2l, array):
+    """A weight as the 1.0 edition's scratch GRU and LSTM cells make one: on MXNet a plain array (the book's
+    ``RNNLMScratch`` attaches its gradient), elsewhere the framework's parameter."""
+    return d2l.tensor(array) if backend == "mxnet" else parameter(backend, array)
+
+
+@in_place
+def test_a_readers_gated_cell_keeping_plain_arrays_is_trained_by_the_scratch_language_model(d2l, backend):
+    rng = np.random.default_rng(2)
+
+    class Gated(d2l.Module):
+        """H_t = Z * H_{t-1} + (1 - Z) * tanh(X W_xh + H W_hh + b_h), Z = sigmoid(X W_xz + H W_hz + b_z)."""
+
+        def __init__(self, num_inputs, num_hiddens, sigma=0.5):
+            super().__init__()
+            self.save_hyperparameters()
+            self.W_xz, self.W_hz, self.b_z = self.gate(num_inputs, num_hiddens, sigma)
+            self.W_xh, self.W_hh, self.b_h = self.gate(num_inputs, num_hiddens, sigma)
+
+        @staticmethod
+        def gate(num_inputs, num_hiddens, sigma):
+            W_x, W_h = (rng.normal(size=(n, num_hiddens)) * sigma for n in (num_inputs, num_hiddens))
+            return tuple(readers_array(backend, d2l, a.astype(np.float32))
+                         for a in (W_x, W_h, np.zeros(num_hiddens)))
+
+        def forward(self, inputs, H=None):
+            H = d2l.zeros((inputs.shape[1], self.num_hiddens)) if H is None else H
+            outputs = []
+            for X in inputs:
+                Z = d2l.sigmoid(d2l.matmul(X, self.W_xz) + d2l.matmul(H, self.W_hz) + self.b_z)
+                H_tilde = d2l.tanh(d2l.matmul(X, self.W_xh) + d2l.matmul(H, self.W_hh) + self.b_h)
+                H = Z * H + (1 - Z) * H_tilde
+                outputs.append(H)
+            return outputs, H
+
+    cell = Gated(V, H)
+    model = d2l.RNNLMScratch(cell, vocab_size=V, lr=0.5)
+    names = ("W_xz", "W_hz", "b_z", "W_xh", "W_hh", "b_h")
+    before = {name: np.array(d2l.to_numpy(getattr(cell, name))) for name in names}
+    d2l.Trainer(max_epochs=1, gradient_clip_val=1).fit(model, one_batch_data(d2l, tokens((B, T)),
+                                                                             tokens((B, T), 1)))
+    for name in names:
+        assert np.abs(d2l.to_numpy(getattr(cell, name)) - before[name]).max() > 1e-6, name
+

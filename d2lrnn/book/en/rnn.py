@@ -55,6 +55,12 @@ class RNNLMScratchMethods:
         parameter = hooks_for("parameter").parameter
         self.W_hq = parameter(ops.normal(0, 1, (self.rnn.num_hiddens, self.vocab_size)) * self.rnn.sigma)
         self.b_q = parameter(ops.zeros((self.vocab_size,)))
+        hooks = hooks_for("parameter")
+        if hooks.scratch_params is not None:
+            # where the framework registers no scratch parameter (MXNet), the reader's own RNN (GRU, LSTM
+            # from scratch) keeps plain arrays: make every array of the model a trained parameter
+            for p in hooks.scratch_params(self):
+                parameter(p)
 
     def training_step(self, batch):
         loss = self.loss(self(*batch[:-1]), batch[-1])
