@@ -323,6 +323,9 @@ class InPlaceHooks:
     - ``book_layer(cell, num_hiddens, num_layers, dropout)``: the framework's recurrent layer in the form
       the book's ``RNN`` and ``GRU`` build it, where that is not ``native_rnn().build``'s (Keras: one
       ``RNN`` over stacked cells, time-major, giving its states);
+    - ``squared_loss_factor``: the factor of the framework's squared-error loss, which the book's
+      ``LinearRegression.loss`` averages: 1 (PyTorch's ``MSELoss``, Keras's ``MeanSquaredError``) or 1/2
+      (Gluon's ``L2Loss``);
     - ``optimizer_step(optimizer)``: one step of the optimizer a model's ``configure_optimizers`` returned
       (Gluon's ``Trainer.step`` takes a batch size: 1, the loss being a mean).
     """
@@ -354,6 +357,7 @@ class InPlaceHooks:
     scratch_params: object = None
     book_parameters: object = None
     param_list: object = list
+    squared_loss_factor: float = 1.0
     optimizer_step: object = staticmethod(lambda optimizer: optimizer.step())
     tape_gradients: object = None
     book_layer: object = None

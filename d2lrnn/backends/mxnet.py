@@ -534,6 +534,7 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
                                  embedding=mx.gluon.nn.Embedding, run_layer=_run_layer,
                                  initialize=_initialized, scratch_params=_scratch_arrays,
                                  book_parameters=_book_parameters, param_list=_param_list,
+                                 squared_loss_factor=0.5,
                                  optimizer_step=lambda optimizer: optimizer.step(1))
 
 

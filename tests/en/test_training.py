@@ -190,3 +190,11 @@ def test_a_readers_gated_cell_keeping_plain_arrays_is_trained_by_the_scratch_lan
     for name in names:
         assert np.abs(d2l.to_numpy(getattr(cell, name)) - before[name]).max() > 1e-6, name
 
+
+@in_place
+def test_linear_regression_loss_is_the_frameworks_squared_error(d2l, backend):
+    model = d2l.LinearRegression(lr=0.01)
+    y_hat, y = d2l.tensor(np.array([[1.0], [2.0]], np.float32)), d2l.tensor(np.array([3.0, 2.0], np.float32))
+    # Gluon's L2Loss halves the squared error; PyTorch's MSELoss and Keras's MeanSquaredError do not
+    expected = 1.0 if backend == "mxnet" else 2.0
+    assert float(d2l.to_numpy(model.loss(y_hat, y))) == pytest.approx(expected)

@@ -176,8 +176,10 @@ class LinearRegressionMethods:
         return self.net(X)
 
     def loss(self, y_hat, y):
-        """The mean of (y_hat - y)^2 (the framework's MSE loss: no 1/2)."""
-        return ops.mean((y_hat - ops.reshape(y, ops.shape(y_hat))) ** 2)
+        """The mean of the framework's squared-error loss: (y_hat - y)^2, halved where that loss halves it
+        (MXNet's)."""
+        factor = hooks_for("dense").squared_loss_factor
+        return ops.mean((y_hat - ops.reshape(y, ops.shape(y_hat))) ** 2) * factor
 
     def get_w_b(self):
         """The layer's weight and bias."""
