@@ -12,7 +12,7 @@ Options (all optional; without them the cells run as plain ``exec`` in order):
   of d2lbook, whose cells ask ``tab.selected('pytorch', ...)``; the namespace gets a ``tab`` that
   answers for this framework, as ``%load_ext d2lbook.tab`` does when a reader selects it.
 * ``seed``: Python's, NumPy's and the framework's random generators are seeded before the first
-  cell, so a run is repeatable.
+  cell, so a run is repeatable; with d2lrnn's face (no ``offline``) d2lrnn's own generator too.
 * ``record``: once the cells have imported ``d2l``, every ``d2l.Trainer.fit`` and every point drawn
   through ``d2l.ProgressBoard.draw`` is recorded (the board still draws). ``draw(x, y, label,
   every_n)`` is the book's class API: the board plots the mean of each ``every_n`` points it is
@@ -51,8 +51,10 @@ SEEDERS = {
 }
 
 
-def seed_everything(seed, framework):
-    """Seed Python's and NumPy's generators, and the framework's where it has a global one."""
+def seed_everything(seed, framework, d2lrnn_face=False):
+    """Seed Python's and NumPy's generators, and the framework's where it has a global one; with
+    d2lrnn's face also d2lrnn's own generator (its parameters, data draws and shuffles), which nothing
+    else reaches: without it a d2lrnn run drew the same numbers whatever the seed."""
     random.seed(seed)
     try:
         import numpy
@@ -62,6 +64,8 @@ def seed_everything(seed, framework):
     if framework in SEEDERS:
         module, function = SEEDERS[framework]
         getattr(importlib.import_module(module), function)(seed)
+    if d2lrnn_face:
+        importlib.import_module("d2lrnn").manual_seed(seed)
 
 
 class Recorder:
@@ -163,7 +167,8 @@ def run(cells, options, namespace=None):
     if options.get("tab"):
         namespace["tab"] = Tab(options["tab"])
     if options.get("seed") is not None:
-        seed_everything(options["seed"], options.get("tab"))
+        # the book's package runs offline (its downloads answered from d2lrnn's corpora): d2lrnn's face not
+        seed_everything(options["seed"], options.get("tab"), d2lrnn_face="offline" not in options)
     for i, source in enumerate(cells):
         try:
             exec(compile(source, f"<cell {i}>", "exec"), namespace)
