@@ -29,99 +29,67 @@ def keras3(backend):
 
 
 def decoder_class(backend, d2l):
-    """The seq2seq section's decoder (the reader writes it; the book does not save it)."""
-    if backend == "torch":
-        torch = importlib.import_module("torch")
-
-        class Seq2SeqDecoder(d2l.Decoder):
-            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
-                super().__init__()
-                self.embedding = torch.nn.Embedding(vocab_size, embed_size)
-                self.rnn = d2l.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout)
-                self.dense = torch.nn.LazyLinear(vocab_size)
-                self.apply(d2l.init_seq2seq)
-
-            def init_state(self, enc_all_outputs, *args):
-                return enc_all_outputs
-
-            def forward(self, X, state):
-                embs = self.embedding(d2l.astype(d2l.transpose(X), d2l.int32))
-                enc_output, hidden_state = state
-                context = enc_output[-1].repeat(embs.shape[0], 1, 1)
-                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state)
-                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
-
-        return Seq2SeqDecoder
-    if backend == "mxnet":
-        mx = importlib.import_module("mxnet")
-
-        class GluonDecoder(d2l.Decoder):
-            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
-                super().__init__()
-                self.embedding = mx.gluon.nn.Embedding(vocab_size, embed_size)
-                self.rnn = d2l.GRU(num_hiddens, num_layers, dropout)
-                self.dense = mx.gluon.nn.Dense(vocab_size, flatten=False)
-                self.initialize(mx.init.Xavier())
-
-            def init_state(self, enc_all_outputs, *args):
-                return enc_all_outputs
-
-            def forward(self, X, state):
-                embs = self.embedding(d2l.transpose(X))
-                enc_output, hidden_state = state
-                context = mx.np.tile(enc_output[-1], (embs.shape[0], 1, 1))
-                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state)
-                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
-
-        return GluonDecoder
-    if backend == "tensorflow":
-        tf = importlib.import_module("tensorflow")
-
-        class KerasDecoder(d2l.Decoder):
-            def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
-                super().__init__()
-                self.embedding = tf.keras.layers.Embedding(vocab_size, embed_size)
-                self.rnn = d2l.GRU(num_hiddens, num_layers, dropout)
-                self.dense = tf.keras.layers.Dense(vocab_size)
-
-            def init_state(self, enc_all_outputs, *args):
-                return enc_all_outputs
-
-            def call(self, X, state, training=False):
-                embs = self.embedding(d2l.transpose(X))
-                enc_output, hidden_state = state
-                context = tf.tile(tf.expand_dims(enc_output[-1], 0), (embs.shape[0], 1, 1))
-                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state,
-                                                 training=training)
-                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
-
-        return KerasDecoder
+    """A decoder of our own for ``d2l.Seq2Seq`` (not the book's): it starts from the encoder's final state
+    and reads only the shifted target, with no context vector: logits = W(GRU(E[X^T], H_enc)), batch-major."""
     if backend == "jax":
-        nn = importlib.import_module("flax.linen")
-        jnp = importlib.import_module("jax.numpy")
+        return _flax_decoder(d2l)
+    fw = importlib.import_module({"torch": "torch", "mxnet": "mxnet", "tensorflow": "tensorflow"}[backend])
 
-        class FlaxDecoder(d2l.Decoder):
-            vocab_size: int
-            embed_size: int
-            num_hiddens: int
-            num_layers: int
-            dropout: float = 0
+    class StateOnlyDecoder(d2l.Decoder):
+        def __init__(self, vocab_size, embed_size, num_hiddens, num_layers):
+            super().__init__()
+            if backend == "torch":
+                self.lookup = fw.nn.Embedding(vocab_size, embed_size)
+                self.gru = d2l.GRU(embed_size, num_hiddens, num_layers)
+                self.logits = fw.nn.Linear(num_hiddens, vocab_size)
+            elif backend == "mxnet":
+                self.lookup = fw.gluon.nn.Embedding(vocab_size, embed_size)
+                self.gru = d2l.GRU(num_hiddens, num_layers)
+                self.logits = fw.gluon.nn.Dense(vocab_size, flatten=False)
+                self.initialize(fw.init.Xavier())
+            else:
+                self.lookup = fw.keras.layers.Embedding(vocab_size, embed_size)
+                self.gru = d2l.GRU(num_hiddens, num_layers)
+                self.logits = fw.keras.layers.Dense(vocab_size)
 
-            def setup(self):
-                self.embedding = nn.Embed(self.vocab_size, self.embed_size)
-                self.rnn = d2l.GRU(self.num_hiddens, self.num_layers, self.dropout)
-                self.dense = nn.Dense(self.vocab_size)
+        def init_state(self, encoded, *args):
+            return encoded[1]  # the encoder's (outputs, state): its final state only
 
-            def init_state(self, enc_all_outputs, *args):
-                return enc_all_outputs
+        def decode(self, X, H, **kwargs):
+            steps = self.lookup(d2l.astype(d2l.transpose(X), d2l.int32))
+            Hs, H = self.gru(steps, H, **kwargs)
+            return d2l.swapaxes(self.logits(Hs), 0, 1), H
 
-            def __call__(self, X, state, training=False):
-                embs = self.embedding(d2l.astype(d2l.transpose(X), d2l.int32))
-                enc_output, hidden_state = state
-                context = jnp.tile(enc_output[-1], (embs.shape[0], 1, 1))
-                outputs, hidden_state = self.rnn(d2l.concat((embs, context), -1), hidden_state,
-                                                 training=training)
-                return d2l.swapaxes(self.dense(outputs), 0, 1), [enc_output, hidden_state]
+        if backend == "tensorflow":
+            def call(self, X, H, training=False):
+                return self.decode(X, H, training=training)
+        else:
+            def forward(self, X, H):
+                return self.decode(X, H)
 
-        return FlaxDecoder
-    raise NotImplementedError(backend)
+    return StateOnlyDecoder
+
+
+def _flax_decoder(d2l):
+    nn = importlib.import_module("flax.linen")
+
+    class StateOnlyDecoder(d2l.Decoder):
+        vocab_size: int
+        embed_size: int
+        num_hiddens: int
+        num_layers: int
+
+        def setup(self):
+            self.lookup = nn.Embed(self.vocab_size, self.embed_size)
+            self.gru = d2l.GRU(self.num_hiddens, self.num_layers)
+            self.logits = nn.Dense(self.vocab_size)
+
+        def init_state(self, encoded, *args):
+            return encoded[1]
+
+        def __call__(self, X, H, training=False):
+            steps = self.lookup(d2l.astype(d2l.transpose(X), d2l.int32))
+            Hs, H = self.gru(steps, H, training=training)
+            return d2l.swapaxes(self.logits(Hs), 0, 1), H
+
+    return StateOnlyDecoder
