@@ -20,26 +20,27 @@ class EncoderDecoderMethods:
         self.decoder = decoder
 
     def forward(self, enc_X, dec_X, *args):
-        enc_all_outputs = self.encoder(enc_X, *args)
-        dec_state = self.decoder.init_state(enc_all_outputs, *args)
-        return self.decoder(dec_X, dec_state)[0]
+        Y, _ = self.decoder(dec_X, self.first_state(enc_X, *args))
+        return Y
+
+    def first_state(self, enc_X, *args):
+        """The decoder's state before its first step: made from what the encoder gives for ``enc_X``."""
+        return self.decoder.init_state(self.encoder(enc_X, *args), *args)
 
     def predict_step(self, batch, device, num_steps, save_attention_weights=False):
         """Greedy decoding of ``batch`` = (src, tgt, src_valid_len, _) for ``num_steps`` steps, starting from
         the target's first token: ``(predicted indices (batch, num_steps), attention weights)``."""
-        batch = [ops.to_device(a, device) for a in batch]
-        src, tgt, src_valid_len, _ = batch
-        hooks = hooks_for("no_grad")
-        with hooks.no_grad():
-            enc_all_outputs = self.encoder(src, src_valid_len)
-            dec_state = self.decoder.init_state(enc_all_outputs, src_valid_len)
-            outputs, attention_weights = [ops.reshape(tgt[:, 0], (-1, 1))], []
+        src, tgt, src_valid_len, _ = (ops.to_device(a, device) for a in batch)
+        with hooks_for("no_grad").no_grad():
+            state = self.first_state(src, src_valid_len)
+            token, predicted, weights = ops.reshape(tgt[:, 0], (-1, 1)), [], []
             for _ in range(num_steps):
-                Y, dec_state = self.decoder(outputs[-1], dec_state)
-                outputs.append(ops.argmax(Y, 2))
+                Y, state = self.decoder(token, state)
+                token = ops.argmax(Y, 2)  # greedy: the likeliest token is the next step's input
+                predicted.append(token)
                 if save_attention_weights:
-                    attention_weights.append(self.decoder.attention_weights)
-        return ops.concat(outputs[1:], 1), attention_weights
+                    weights.append(self.decoder.attention_weights)
+        return ops.concat(predicted, 1), weights
 
 
 class Seq2SeqEncoderMethods:
