@@ -23,6 +23,7 @@ from ...training.optim import Adam as AdamRule
 from ...training.step import clip_by_global_norm
 from . import base
 from .base import HyperParameters, ModuleMethods, ProgressBoard
+from .rnn import ScratchLMOutputs
 
 
 def hooks():
@@ -320,7 +321,7 @@ class RNNScratchMethods:
         return list(ops.unstack(ops.reshape(Hs, (ops.shape(inputs)[0], -1, self.num_hiddens)))), H
 
 
-class RNNLMScratchMethods:
+class RNNLMScratchMethods(ScratchLMOutputs):
     """A character language model over ``rnn``: one-hot inputs, the RNN, O_t = H_t W_hq + b_q; trained by
     cross-entropy, reported as perplexity."""
 
@@ -337,18 +338,6 @@ class RNNLMScratchMethods:
     def validation_step(self, params, batch, state):
         loss, _ = self.loss(params, batch[:-1], batch[-1], state)
         self.plot("ppl", ops.exp(loss), train=False)
-
-    def one_hot(self, X):
-        """The one-hot inputs, time-major: (num_steps, batch, vocab_size) for X (batch, num_steps)."""
-        return ops.one_hot(ops.transpose(X), self.vocab_size)
-
-    def output_layer(self, rnn_outputs):
-        """The logits (batch, num_steps, vocab_size) of the list of hidden states."""
-        return ops.stack([ops.matmul(H, self.W_hq) + self.b_q for H in rnn_outputs], 1)
-
-    def forward(self, X, state=None):
-        rnn_outputs, _ = self.rnn(self.one_hot(X), state)
-        return self.output_layer(rnn_outputs)
 
     def predict(self, prefix, num_preds, vocab, params=None):
         """``prefix`` followed by ``num_preds`` characters, each the most likely next one under ``params``
@@ -513,11 +502,13 @@ _DUNDERS_KEPT = {"__call__", "__doc__"}
 
 
 def _make(name, methods, base, fields=(), compact=()):
-    """A framework module class ``name`` over ``base`` with ``methods``' functions as its own (so the
-    framework wraps them as it wraps a class's methods) and dataclass ``fields``: ``(name, type)`` or
-    ``(name, type, default)``."""
-    namespace = {key: value for key, value in vars(methods).items()
-                 if not (key.startswith("__") and key not in _DUNDERS_KEPT)}
+    """A framework module class ``name`` over ``base`` with ``methods``' functions (its mixins' too) as
+    its own (so the framework wraps them as it wraps a class's methods) and dataclass ``fields``:
+    ``(name, type)`` or ``(name, type, default)``."""
+    namespace = {}
+    for cls in reversed(methods.__mro__[:-1]):  # a mixin's functions first, the class's own over them
+        namespace.update({key: value for key, value in vars(cls).items()
+                          if not (key.startswith("__") and key not in _DUNDERS_KEPT)})
     for key in compact:
         namespace[key] = hooks().compact(namespace[key])
     namespace["__annotations__"] = {field[0]: field[1] for field in fields}

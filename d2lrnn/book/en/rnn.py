@@ -42,7 +42,25 @@ def _device_of(x):
     return getattr(x, "device", None) if not callable(getattr(x, "device", None)) else None
 
 
-class RNNLMScratchMethods:
+class ScratchLMOutputs:
+    """What the scratch language model computes on every framework: one-hot inputs, the scratch RNN over
+    them, and O_t = H_t W_hq + b_q at every step, batch-major."""
+
+    def one_hot(self, X):
+        """The one-hot inputs, time-major: (num_steps, batch, vocab_size) for X of shape
+        (batch, num_steps)."""
+        return ops.one_hot(ops.transpose(X), self.vocab_size)
+
+    def output_layer(self, rnn_outputs):
+        """The logits (batch, num_steps, vocab_size) of the list of hidden states."""
+        return ops.stack([ops.matmul(H, self.W_hq) + self.b_q for H in rnn_outputs], 1)
+
+    def forward(self, X, state=None):
+        rnn_outputs, _ = self.rnn(self.one_hot(X), state)
+        return self.output_layer(rnn_outputs)
+
+
+class RNNLMScratchMethods(ScratchLMOutputs):
     """A character language model over an RNN: one-hot inputs, the RNN, O_t = H_t W_hq + b_q; trained by
     cross-entropy and reported as perplexity."""
 
@@ -70,19 +88,6 @@ class RNNLMScratchMethods:
     def validation_step(self, batch):
         loss = self.loss(self(*batch[:-1]), batch[-1])
         self.plot("ppl", ops.exp(loss), train=False)
-
-    def one_hot(self, X):
-        """The one-hot inputs, time-major: (num_steps, batch, vocab_size) for X of shape
-        (batch, num_steps)."""
-        return ops.one_hot(ops.transpose(X), self.vocab_size)
-
-    def output_layer(self, rnn_outputs):
-        """The logits (batch, num_steps, vocab_size) of the list of hidden states."""
-        return ops.stack([ops.matmul(H, self.W_hq) + self.b_q for H in rnn_outputs], 1)
-
-    def forward(self, X, state=None):
-        rnn_outputs, _ = self.rnn(self.one_hot(X), state)
-        return self.output_layer(rnn_outputs)
 
     def predict(self, prefix, num_preds, vocab, device=None):
         """``prefix`` followed by ``num_preds`` characters, each the most likely next one."""
