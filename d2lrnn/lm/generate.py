@@ -1,10 +1,16 @@
 """Generating text with a trained language model: warm the state up on a prefix, then choose one token
 after another (the book's ``predict_ch8``), greedily or by sampling at a temperature."""
 
+import weakref
+
 import numpy as np
 
 from .. import checks, ops
 from ..errors import ArgumentError
+from .model import _LanguageModel
+
+#: Each model's one-token step, compiled once (:func:`token_step`); an entry goes with its model.
+_TOKEN_STEPS = weakref.WeakKeyDictionary()
 
 
 def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):
@@ -31,12 +37,36 @@ def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=No
         _, state = net(ops.tensor([ids[:-1]], device=device), state)
     rng = np.random.default_rng(seed)
     unk = getattr(vocab, "unk", 0)
-    last, generated = ids[-1], []
+    last, generated, step = ids[-1], [], token_step(net)
     for _ in range(num_preds):
-        Y, state = net(ops.tensor([[last]], device=device), state)
+        Y, state = step(ops.tensor([[last]], device=device), state)
         last = next_token(ops.to_numpy(Y).reshape(-1), temperature, rng, unk)
         generated.append(last)
     return prefix + "".join(vocab.to_tokens(generated))
+
+
+def token_step(net):
+    """``step(X, state) -> (Y, new_state)`` for one token of ``net``: a model of d2lrnn's runs its
+    ``forward`` with its current parameters compiled (on TensorFlow and JAX one program, made on the
+    first call and kept for the model's lifetime: generating calls the model once per token, and each of
+    those eager calls cost ~10x a compiled one); any other model is called as it is.
+
+    The indices are not checked again here: the prefix was read through the vocabulary and every
+    generated token comes from the model's own output layer.
+    """
+    if not isinstance(net, _LanguageModel):
+        return net
+    step = _TOKEN_STEPS.get(net)
+    if step is None:
+        model = weakref.ref(net)  # the compiled function must not keep its model alive
+        compiled = ops.compile(lambda params, X, state: model().forward(params, X, state))
+
+        def step(X, state):
+            return compiled(model().params, X, state)
+
+        step.compilations = getattr(compiled, "compilations", None)  # programs made so far (for tests)
+        _TOKEN_STEPS[net] = step
+    return step
 
 
 def next_token(logits, temperature, rng, unk=0):

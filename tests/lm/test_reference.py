@@ -6,6 +6,8 @@ reset between minibatches, the decode loop), which the backend-parity tests cann
 sides run that same code.
 """
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -185,6 +187,32 @@ def test_generation_follows_an_independent_decode_loop(kind, temperature, seed):
     ids = reference.decode(params, [vocab[c] for c in prefix], 30, temperature, rng)
     assert text == prefix + "".join(vocab.to_tokens(ids))
     assert "<unk>" not in text[len(prefix):]
+
+
+@pytest.mark.parametrize("kind", ["scratch", "concise"])
+def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_model(kind, backend):
+    """Generating calls the model once per token: TensorFlow and JAX run that call as one program made
+    once per model (then reused by every later call, with the model's parameters as they are then); the
+    other backends call its forward as it is. The step goes when the model does."""
+    params = _params(19, scale=1.5)
+    vocab, steps = _Chars(), d2lrnn.lm.generate._TOKEN_STEPS
+    net = _net(kind, params)
+    first = d2l.predict_ch8("abca", 12, net, vocab)
+    retrained = _params(23, scale=1.5)
+    net.load_scratch_params([ops.from_numpy(p) for p in retrained])  # new tensors, as training makes
+    second = d2l.predict_ch8("abca", 12, net, vocab)
+    for text, weights in ((first, params), (second, retrained)):
+        assert text == "abca" + "".join(vocab.to_tokens(reference.decode(weights, [1, 2, 3, 1], 12, 0.0, None)))
+    assert first != second  # the second run read the new parameters
+    step = d2lrnn.lm.generate.token_step(net)
+    assert net in steps and step is steps[net]
+    if backend in ("tensorflow", "jax"):
+        assert step.compilations() == 1  # two calls of 12 tokens each
+    else:
+        assert step.compilations is None  # no compiler: the model's forward itself
+    del net, step
+    gc.collect()
+    assert len(steps) == 0
 
 
 def test_sampling_frequencies_follow_softmax_of_logits_over_temperature():
