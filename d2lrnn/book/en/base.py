@@ -238,7 +238,10 @@ class LiveParams:
 
 class BookTask(loop.Task):
     """The 1.0 trainer's epoch as a task of d2lrnn's loop: the figure is the mean training loss, the
-    validation is the model's own ``validation_step`` over the validation loader."""
+    validation is the model's own ``validation_step`` over the validation loader, with dropout off.
+
+    For the in-place frameworks; :class:`d2lrnn.book.en.functional.FunctionalTask` changes how the model
+    is switched to evaluation and called."""
 
     name = "Trainer.fit"
     empty_message = "the data's train_dataloader() produced no minibatch"
@@ -251,16 +254,23 @@ class BookTask(loop.Task):
         trainer.epoch = epoch - 1
         if trainer.val_dataloader is None:
             return {}
-        hooks = ops.in_place_hooks()
-        hooks.set_training(trainer.model, False)
+        self.set_training(False)
         try:
             for batch in trainer.val_dataloader:
-                with hooks.no_grad():
-                    trainer.model.validation_step(trainer.prepare_batch(batch))
+                self.validation_step(trainer.prepare_batch(batch))
                 trainer.val_batch_idx += 1
         finally:
-            hooks.set_training(trainer.model, True)
+            self.set_training(True)
         return {}
+
+    def set_training(self, mode):
+        """Dropout on (``mode`` True) or off in the trainer's model."""
+        ops.in_place_hooks().set_training(self.trainer.model, mode)
+
+    def validation_step(self, batch):
+        """The model's ``validation_step`` on one prepared minibatch, recording no gradients."""
+        with ops.in_place_hooks().no_grad():
+            self.trainer.model.validation_step(batch)
 
 
 class Trainer(HyperParameters):

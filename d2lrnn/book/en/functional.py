@@ -136,30 +136,16 @@ def _set_training(model, mode):
         object.__setattr__(model, "training", mode)
 
 
-class FunctionalTask(loop.Task):
-    """The 1.0 trainer's epoch as a task of d2lrnn's loop: the figure is the mean training loss; the
-    validation runs the model's ``validation_step(params, batch, state)`` over the validation loader."""
+class FunctionalTask(base.BookTask):
+    """:class:`~d2lrnn.book.en.base.BookTask` for a functional framework: the model's ``training`` field
+    switches dropout, and ``validation_step(params, batch, state)`` gets the trainer's parameters."""
 
-    name = "Trainer.fit"
-    empty_message = "the data's train_dataloader() produced no minibatch"
+    def set_training(self, mode):
+        _set_training(self.trainer.model, mode)
 
-    def __init__(self, trainer):
-        self.trainer = trainer
-
-    def validate(self, net, epoch, last):
+    def validation_step(self, batch):
         trainer = self.trainer
-        trainer.epoch = epoch - 1
-        if trainer.val_dataloader is None:
-            return {}
-        _set_training(trainer.model, False)
-        try:
-            for batch in trainer.val_dataloader:
-                batch = trainer.prepare_batch(batch)
-                trainer.model.validation_step(trainer.state.params, batch, trainer.state)
-                trainer.val_batch_idx += 1
-        finally:
-            _set_training(trainer.model, True)
-        return {}
+        trainer.model.validation_step(trainer.state.params, batch, trainer.state)
 
 
 def fit(trainer, model, data, key=None):
