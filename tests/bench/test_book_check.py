@@ -265,3 +265,24 @@ def test_the_search_path_puts_the_checkout_then_extra_folders_then_the_book_s_pa
     assert path == ["/repo", "/numpy23", str(tmp_path / "d2l103"), str(tmp_path / "deps-mxnet"), "/callers"]
     monkeypatch.delenv("PYTHONPATH")
     assert book_check.search_path(COLUMN["jax"], "/repo", None) == "/repo"  # no reference: d2lrnn alone
+
+
+def test_fidelity_over_seeds_compares_the_means_of_both_sides_with_their_standard_errors():
+    from bench import book_fidelity
+
+    def run(loss):
+        return {"seq2seq": {"torch": {"status": "ok", "fits": [{"train_loss": [10.0, loss]}]}}}
+
+    book = [(0, run(1.0)), (1, run(1.2))]  # mean 1.1, standard error 0.1 (0.0909 of the mean)
+    ours = [(0, run(1.1)), (1, run(1.3))]  # mean 1.2, standard error 0.1 (0.0833 of the mean)
+    rows = book_fidelity.compare(book, ours)
+    assert rows == [("seq2seq", "torch", 1, "train_loss", [1.0, 1.2], [1.1, 1.3])]
+    assert book_fidelity.mean_and_relative_error([1.0, 1.2]) == pytest.approx((1.1, 0.1 / 1.1))
+    line = book_fidelity.table(rows, [0, 1], [0, 1]).splitlines()[-1]
+    ratio = 1.2 / 1.1  # 1.091: outside 5%, but two standard errors (0.269) reach back into the band
+    two_se = 2 * ((0.1 / 1.1) ** 2 + (0.1 / 1.2) ** 2) ** 0.5 * ratio
+    assert line == (f"| seq2seq | torch | 1 | train_loss | 1.1 (1 to 1.2) | 1.2 (1.1 to 1.3) "
+                    f"| {ratio:.3f} ± {two_se:.3f} | consistent |")
+    tight = book_fidelity.table(book_fidelity.compare([(0, run(1.0)), (1, run(1.0))], [(0, run(1.2))]),
+                                [0, 1], [0])
+    assert tight.splitlines()[-1].endswith("| 1.200 ± 0.000 | **no** |")  # no spread on either side
