@@ -202,7 +202,8 @@ def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_mo
     net.load_scratch_params([ops.from_numpy(p) for p in retrained])  # new tensors, as training makes
     second = d2l.predict_ch8("abca", 12, net, vocab)
     for text, weights in ((first, params), (second, retrained)):
-        assert text == "abca" + "".join(vocab.to_tokens(reference.decode(weights, [1, 2, 3, 1], 12, 0.0, None)))
+        expected = reference.decode(weights, [1, 2, 3, 1], 12, 0.0, None)  # "abca" as ids
+        assert text == "abca" + "".join(vocab.to_tokens(expected))
     assert first != second  # the second run read the new parameters
     step = d2lrnn.lm.generate.token_step(net)
     assert net in steps and step is steps[net]
