@@ -12,14 +12,19 @@ from ..errors import ArgumentError
 from .optim import get_optimizer
 
 
-def clip_by_global_norm(grads, theta):
-    """g <- min(1, theta / ||g||) g over all gradients at once, as new tensors.
+def clip_scale(grads, theta):
+    """min(1, theta / ||g||) for the global norm ||g|| of all gradients, as a scalar tensor.
 
-    The scale is computed as ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a
-    Python branch, so it also runs inside a compiled (graph-mode) step.
+    Computed as ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a Python branch,
+    so it also runs inside a compiled (graph-mode) step.
     """
     norm = ops.sqrt(sum(ops.sum(g * g) for g in grads))
-    scale = theta / ops.maximum(norm, theta)
+    return theta / ops.maximum(norm, theta)
+
+
+def clip_by_global_norm(grads, theta):
+    """g <- min(1, theta / ||g||) g over all gradients at once, as new tensors."""
+    scale = clip_scale(grads, theta)
     return [g * scale for g in grads]
 
 
@@ -77,9 +82,15 @@ class Updater:
 
         def step(params, opt_state, scalars, *batch):
             (l, aux), grads = value_and_grad(params, *batch)
-            if clip is not None:
-                grads = clip_by_global_norm(grads, clip)
-            new_params, new_state = optimizer.update(params, grads, opt_state[:n], scalars)
+            if clip is not None and getattr(optimizer, "scales_gradients", False):
+                # the optimizer applies the clipping scale itself (SGD: into the learning rate, one
+                # elementwise pass over every parameter fewer)
+                new_params, new_state = optimizer.update(params, grads, opt_state[:n], scalars,
+                                                         grad_scale=clip_scale(grads, clip))
+            else:
+                if clip is not None:
+                    grads = clip_by_global_norm(grads, clip)
+                new_params, new_state = optimizer.update(params, grads, opt_state[:n], scalars)
             if decay:
                 new_state = list(new_state) + [decay * A + (1.0 - decay) * P
                                                for A, P in zip(opt_state[n:], new_params)]
