@@ -208,7 +208,13 @@ def stack(tensors, axis=0):
 
 
 def unstack(x, axis=0):
-    return list(paddle.unbind(x, axis=axis))
+    axis = axis % x.ndim
+    if axis == 0:
+        return list(paddle.unbind(x, axis=0))  # views, each contiguous where x is
+    # Along a later axis unbind's views are strided, and Paddle's elementwise kernels read strided operands
+    # at about half speed where the data is not in cache (the LSTM's gates split from one (B, 4h) product:
+    # ~50 us a step more than the split's copy costs): split copies each piece out once.
+    return [paddle.squeeze(piece, axis) for piece in paddle.split(x, x.shape[axis], axis=axis)]
 
 
 def take(x, indices, axis=0):
