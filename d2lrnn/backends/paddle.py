@@ -371,7 +371,17 @@ def one_hot(indices, depth):
 
 # Paddle's softmax, log_softmax and cross_entropy kernels clip exponents at -64: softmax is never below
 # e^-64 (1.6e-28 where it is 0), log_softmax never below -64, a cross-entropy never above 64. These are
-# written with logsumexp instead, which is exact.
+# written with log-sum-exp instead, which is exact.
+
+
+def _logsumexp(x, axis):
+    """log sum_i exp(x_i) along ``axis`` (kept) as m + log sum_i exp(x_i - m), m the largest x_i (0 where it
+    is infinite, so that an infinite x_i gives inf and a row of -inf gives -inf). Paddle's logsumexp kernel
+    takes 370 us for a language model's (1120, 28) logits, these five operators 120 us. m is a constant for
+    the gradient: the sum does not depend on it."""
+    m = paddle.max(x, axis=axis, keepdim=True).detach()
+    m = paddle.where(paddle.isfinite(m), m, paddle.zeros_like(m))
+    return m + paddle.log(paddle.sum(paddle.exp(x - m), axis=axis, keepdim=True))
 
 
 def softmax(x, axis=-1):
@@ -379,12 +389,12 @@ def softmax(x, axis=-1):
 
 
 def log_softmax(x, axis=-1):
-    return x - paddle.logsumexp(x, axis=axis, keepdim=True)
+    return x - _logsumexp(x, axis)
 
 
 def softmax_cross_entropy(logits, labels):
     labels = labels.reshape([-1, 1]).astype(paddle.int64)
-    return paddle.logsumexp(logits, axis=-1) - paddle.take_along_axis(logits, labels, axis=-1)[:, 0]
+    return (_logsumexp(logits, -1) - paddle.take_along_axis(logits, labels, axis=-1))[:, 0]
 
 
 # -- the recurrent layer ---------------------------------------------------------------------
