@@ -558,6 +558,13 @@ def _leaf(p):
     return leaf
 
 
+def _contiguous(g):
+    """A gradient laid out as its parameter: the recurrent kernel's weight gradients come back through the
+    transposes that fed it, as strided views, and Paddle's elementwise kernels read a strided (512, 512)
+    matrix about ten times slower (850 us against 66 us for g * g), in clipping and in the update alike."""
+    return g if g.is_contiguous() else g.contiguous()
+
+
 def value_and_grad(f, has_aux=False):
     # ``value_and_grad(f)(params, *args) -> (f(params, *args), grads)`` with ``paddle.grad``, which also
     # asks for the gradients of the weights a recurrent kernel ran on (see ``_call``), then drops them.
@@ -575,7 +582,7 @@ def value_and_grad(f, has_aux=False):
         # A value that depends on no parameter has zero gradients, as on the other backends.
         grads = [None] * len(leaves) if value.stop_gradient else \
             paddle.grad(value, leaves + kernel_weights, allow_unused=True)[:len(leaves)]
-        grads = [paddle.zeros_like(p) if g is None else g for p, g in zip(leaves, grads)]
+        grads = [paddle.zeros_like(p) if g is None else _contiguous(g) for p, g in zip(leaves, grads)]
         value = value.detach()
         if has_aux:
             return (value, _common.tree_map(detach, aux)), grads
