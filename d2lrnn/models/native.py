@@ -22,6 +22,11 @@ LOCKED_BETWEEN_NATIVE = ("locked dropout between layers needs the scratch model 
                          "between its layers; or set dropout to 0")
 
 
+def _joined(parts, axis):
+    """The gates' parts concatenated along ``axis``; a single gate's (the tanh RNN's) as it is, not copied."""
+    return parts[0] if len(parts) == 1 else ops.concat(parts, axis)
+
+
 def _declaration():
     return ops.native_rnn()
 
@@ -80,11 +85,11 @@ class NativeLayer(RecurrentStack):
         """
         by_name = dict(zip(self.cell.names, params))
         order = self.declaration.gate_order[self.cell.name]
-        W_x = ops.concat([by_name[f"W_x{g}"] for g in order], 1)
-        W_h = ops.concat([by_name[f"W_h{g}"] for g in order], 1)
-        b_x = ops.concat([by_name[f"b_{g}"] for g in order], 0)
-        b_h = ops.concat([by_name["b_hh"] if g == "h" and self.cell.reset_after
-                          else ops.zeros_like(by_name[f"b_{g}"]) for g in order], 0)
+        W_x = _joined([by_name[f"W_x{g}"] for g in order], 1)
+        W_h = _joined([by_name[f"W_h{g}"] for g in order], 1)
+        b_x = _joined([by_name[f"b_{g}"] for g in order], 0)
+        b_h = _joined([by_name["b_hh"] if g == "h" and self.cell.reset_after
+                       else ops.zeros_like(by_name[f"b_{g}"]) for g in order], 0)
         if self.declaration.transposed:
             W_x, W_h = ops.transpose(W_x), ops.transpose(W_h)
         return [W_x, W_h, b_x, b_h]

@@ -7,7 +7,9 @@ in place, so HIPS autograd and compiled TensorFlow steps run them):
 - ``scalars(t, lr)``: the numbers step ``t`` (1, 2, ...) needs at learning rate ``lr``, computed
   in Python and passed to the compiled step as one small tensor, so a learning rate that changes
   every step (a schedule) never recompiles the step;
-- ``update(params, grads, state, scalars)``: ``(new_params, new_state)``.
+- ``update(params, grads, state, scalars)``: ``(new_params, new_state)``; an optimizer whose
+  ``scales_gradients`` is true also takes ``grad_scale=s``, the clipping scale, and steps along s g
+  (SGD folds it into the learning rate: one elementwise pass over the parameters fewer).
 
 :class:`SGD` with learning rate 1 and no weight decay is the book's ``sgd``. :class:`Adam` keeps
 running averages of the gradient and of its square. Weight decay is L2 for SGD (added to the
@@ -42,8 +44,18 @@ class SGD:
     def scalars(self, t, lr):
         return [lr]
 
-    def update(self, params, grads, state, scalars):
+    #: ``update`` takes the clipping scale s (``grad_scale``) and steps along s g.
+    scales_gradients = True
+
+    def update(self, params, grads, state, scalars, grad_scale=None):
+        """p - lr (g + wd p), with g = s g for a clipping scale s (``grad_scale``): without weight decay
+        p - (lr s) g, the scale folded into the learning rate."""
         lr, wd = scalars[0], self.weight_decay
+        if grad_scale is not None:
+            if wd:
+                grads = [g * grad_scale for g in grads]
+            else:
+                lr = lr * grad_scale
         if wd:
             return [p - lr * (g + wd * p) for p, g in zip(params, grads)], state
         return [p - lr * g for p, g in zip(params, grads)], state

@@ -77,3 +77,25 @@ def test_paddle_2s_integer_and_float_operators(backend):
         lengths + paddle.to_tensor([1, 1], dtype=paddle.int32)
     with pytest.raises(TypeError, match="Type promotion"):
         loss * paddle.to_tensor([True, False])
+
+
+def test_paddle_products_with_a_0d_tensor(backend):
+    # The backend multiplies by a 0-d tensor with Paddle's scale kernel (the SGD step's lr * g, 6x faster than
+    # Paddle's broadcasting multiply): the same numbers, the signs of zeros included, in either order, and a
+    # factor that needs a gradient still gets its own.
+    if backend != "paddle":
+        pytest.skip("Paddle's operators are the paddle backend's")
+    import paddle
+
+    d2l.zeros(1)  # the backend loaded
+    values = np.array([[1.5, -2.0], [0.0, -0.0]], np.float32)
+    expected = values * np.float32(-3.0)  # [[-4.5, 6], [-0, 0]]
+    x, c = paddle.to_tensor(values), paddle.to_tensor(np.float32(-3.0))
+    for product in (x * c, c * x):
+        assert product.dtype == paddle.float32 and product.shape == [2, 2]
+        np.testing.assert_array_equal(product.numpy(), expected)
+        np.testing.assert_array_equal(np.signbit(product.numpy()), np.signbit(expected))
+    x.stop_gradient = c.stop_gradient = False
+    dx, dc = paddle.grad((c * x).sum(), [x, c])
+    np.testing.assert_array_equal(dx.numpy(), np.full((2, 2), -3.0, np.float32))
+    assert float(dc) == -0.5  # the sum of x
