@@ -81,13 +81,17 @@ class RNNLMScratchMethods(ScratchLMOutputs):
                 parameter(p)
 
     def training_step(self, batch):
-        loss = self.loss(self(*batch[:-1]), batch[-1])
-        self.plot("ppl", ops.exp(loss), train=True)
-        return loss
+        return self._perplexity_drawn(batch, train=True)
 
     def validation_step(self, batch):
-        loss = self.loss(self(*batch[:-1]), batch[-1])
-        self.plot("ppl", ops.exp(loss), train=False)
+        self._perplexity_drawn(batch, train=False)
+
+    def _perplexity_drawn(self, batch, train):
+        """The loss on ``batch`` (inputs, then targets); its exponential, the perplexity, is drawn."""
+        *inputs, targets = batch
+        loss = self.loss(self(*inputs), targets)
+        self.plot("ppl", ops.exp(loss), train=train)
+        return loss
 
     def predict(self, prefix, num_preds, vocab, device=None):
         """``prefix`` followed by ``num_preds`` characters, each the most likely next one."""

@@ -55,8 +55,8 @@ class Seq2SeqEncoderMethods:
         init_seq2seq(self)
 
     def forward(self, X, *args):
-        embs = self.embedding(ops.astype(ops.transpose(X), "int64"))
-        outputs, state = self.rnn(embs)
+        time_major = ops.astype(ops.transpose(X), "int64")  # (num_steps, batch): the GRU runs along axis 0
+        outputs, state = self.rnn(self.embedding(time_major))
         return outputs, state
 
 
@@ -76,17 +76,17 @@ class Seq2SeqMethods:
         self.save_hyperparameters()
 
     def validation_step(self, batch):
-        Y_hat = self(*batch[:-1])
-        self.plot("loss", self.loss(Y_hat, batch[-1]), train=False)
+        *inputs, target = batch
+        self.plot("loss", self.loss(self(*inputs), target), train=False)
 
     def configure_optimizers(self):
         return optimizer(Adam, self)
 
     def loss(self, Y_hat, Y):
         """The mean cross-entropy over the tokens of ``Y`` that are not ``tgt_pad``."""
-        losses = super().loss(Y_hat, Y, averaged=False)
-        mask = ops.astype(ops.reshape(Y, (-1,)) != self.tgt_pad, "float32")
-        return ops.sum(losses * mask) / ops.sum(mask)
+        per_token = super().loss(Y_hat, Y, averaged=False)
+        counted = ops.astype(ops.reshape(Y, (-1,)) != self.tgt_pad, "float32")  # 0 for padding
+        return ops.sum(counted * per_token) / ops.sum(counted)
 
 
 def seq2seq_classes(classes, hooks):
