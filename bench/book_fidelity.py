@@ -61,9 +61,10 @@ def table(rows, book_seeds, our_seeds):
     lines = [f"Seeds: the book's d2l 1.0.3 {', '.join(map(str, book_seeds))}; d2lrnn "
              f"{', '.join(map(str, our_seeds))}. Each side's mean over its seeds (range in brackets); the "
              "ratio of the means with two standard errors (from both sides' spreads); *within 5%* when the "
-             "ratio is, *consistent* when the 5% band overlaps the ratio's two-standard-error interval.", "",
-             "| section | env | fit | figure | book's d2l | d2lrnn | ratio of means | within 5% |",
-             "|---" * 8 + "|"]
+             "ratio is, *consistent* when the 5% band overlaps the ratio's two-standard-error interval; "
+             "*runs*: how many seeds each side has for the row (book / d2lrnn).", "",
+             "| section | env | fit | figure | runs | book's d2l | d2lrnn | ratio of means | within 5% |",
+             "|---" * 9 + "|"]
     for section, env, fit, label, book_values, our_values in rows:
         if not book_values or not our_values:
             continue
@@ -76,7 +77,8 @@ def table(rows, book_seeds, our_seeds):
             verdict = "consistent"
         else:
             verdict = "**no**"
-        lines.append(f"| {section} | {env} | {fit} | {label} | {span(book_values)} | {span(our_values)} "
+        lines.append(f"| {section} | {env} | {fit} | {label} | {len(book_values)} / {len(our_values)} "
+                     f"| {span(book_values)} | {span(our_values)} "
                      f"| {ratio:.3f} ± {err:.3f} | {verdict} |")
     return "\n".join(lines)
 
@@ -84,6 +86,11 @@ def table(rows, book_seeds, our_seeds):
 def span(values):
     mean = sum(values) / len(values)
     return number(mean) + (f" ({number(min(values))} to {number(max(values))})" if len(values) > 1 else "")
+
+
+def seeds_of(runs):
+    """The seeds of saved runs, each once, in order."""
+    return sorted({seed for seed, _ in runs}, key=lambda seed: (seed is None, seed))
 
 
 def main(argv=None):
@@ -95,7 +102,7 @@ def main(argv=None):
     parser.add_argument("--write", action="store_true", help="write the table into bench/RESULTS.md")
     args = parser.parse_args(argv)
     book, ours = load(args.book, "book"), load(args.ours, "d2lrnn")
-    text = table(compare(book, ours), [s for s, _ in book], [s for s, _ in ours])
+    text = table(compare(book, ours), seeds_of(book), seeds_of(ours))
     print(text)
     if args.write:
         write_section("book-fidelity-d2l-en", "## d2l-en 1.0: d2lrnn against the book's package over seeds "

@@ -302,7 +302,9 @@ class InPlaceHooks:
       ``grad`` gives each parameter's; returns the loss;
     - ``no_grad()``: a context in which nothing is recorded (validation);
     - ``set_training(module, mode)``: the module's training mode (dropout) on or off;
-    - ``dense(num_outputs)``: a fully connected layer whose input size is known at its first call;
+    - ``dense(num_outputs, sigma=None)``: a fully connected layer whose input size is known at its first call,
+      its weights drawn from N(0, sigma^2) where the framework's book class asks for that (the book's
+      ``LinearRegression``), its bias zero;
     - ``embedding(num_tokens, embed_size)``: the framework's embedding layer;
     - ``run_layer(layer, inputs, H)``: a framework recurrent layer (built by ``native_rnn().build``) run
       on time-major ``inputs`` from state ``H`` (None: zeros) as the book's ``RNN.forward`` runs it, giving

@@ -515,6 +515,13 @@ def _backward(fn):
     return loss
 
 
+def _dense(num_outputs, sigma=None):
+    """Gluon's ``Dense``, its weights ~ N(0, sigma^2) where sigma is given (``initialize()``'s default
+    otherwise); its bias starts at zero either way."""
+    weight_init = None if sigma is None else mx.init.Normal(sigma)
+    return mx.gluon.nn.Dense(num_outputs, flatten=False, weight_initializer=weight_init)
+
+
 def _initialized(block):
     block.initialize()
     return block
@@ -562,7 +569,7 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
                                  infer_shapes=_infer_shapes, book_seq2seq_init=_book_seq2seq_init,
                                  book_lm_init=_book_lm_init, parameter=_parameter, backward=_backward,
                                  no_grad=contextlib.nullcontext, set_training=lambda block, mode: None,
-                                 dense=lambda n: mx.gluon.nn.Dense(n, flatten=False),
+                                 dense=_dense,
                                  embedding=mx.gluon.nn.Embedding, run_layer=_run_layer,
                                  initialize=_initialized, scratch_params=_scratch_arrays,
                                  book_parameters=_book_parameters, param_list=_param_list,

@@ -492,6 +492,12 @@ def _parameter(x):
     return tf.keras.Variable(x) if _KERAS3 else tf.Variable(x)
 
 
+def _dense(num_outputs, sigma=None):
+    """Keras's ``Dense``, its kernel ~ N(0, sigma^2) where sigma is given (Glorot's uniform otherwise)."""
+    kernel_init = "glorot_uniform" if sigma is None else tf.keras.initializers.RandomNormal(stddev=sigma)
+    return tf.keras.layers.Dense(num_outputs, kernel_initializer=kernel_init)
+
+
 _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v, value: v.assign(value),
                                  is_variable=lambda x: isinstance(x, tf.Variable),
                                  is_module=_is_module, module_params=_module_params, call_with=_call_with,
@@ -503,7 +509,7 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=None, set_grad=None, assign=lambda v
                                  infer_shapes=_infer_shapes, call_loss=_call_loss,
                                  dense_grad=tf.convert_to_tensor, parameter=_parameter,
                                  no_grad=contextlib.nullcontext, set_training=_set_training,
-                                 dense=lambda n: tf.keras.layers.Dense(n),
+                                 dense=_dense,
                                  embedding=lambda n, d: tf.keras.layers.Embedding(n, d),
                                  run_layer=_run_layer, tape_gradients=_tape_gradients,
                                  book_layer=_book_layer)

@@ -352,6 +352,13 @@ def _backward(fn):
     return loss
 
 
+def _dense(num_outputs, sigma=None):
+    """PyTorch's ``LazyLinear``. ``sigma`` changes nothing, as in the book's PyTorch ``LinearRegression``:
+    the layer draws its parameters (Kaiming's uniform) when its first call shows the input size, over
+    whatever was written into them before."""
+    return torch.nn.LazyLinear(num_outputs)
+
+
 def _set_training(module, mode):
     module.train(mode)
 
@@ -362,7 +369,7 @@ _IN_PLACE_HOOKS = _common.InPlaceHooks(grad=lambda p: p.grad, set_grad=_set_grad
                                  module_bases=(torch.nn.Module, torch.nn.Module, "forward"),
                                  book_seq2seq_init=_book_seq2seq_init,
                                  parameter=torch.nn.Parameter, backward=_backward, no_grad=torch.no_grad,
-                                 set_training=_set_training, dense=torch.nn.LazyLinear,
+                                 set_training=_set_training, dense=_dense,
                                  embedding=torch.nn.Embedding,
                                  run_layer=lambda layer, inputs, H: layer(inputs, H), layer_inputs=True)
 

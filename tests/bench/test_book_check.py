@@ -281,8 +281,10 @@ def test_fidelity_over_seeds_compares_the_means_of_both_sides_with_their_standar
     line = book_fidelity.table(rows, [0, 1], [0, 1]).splitlines()[-1]
     ratio = 1.2 / 1.1  # 1.091: outside 5%, but two standard errors (0.269) reach back into the band
     two_se = 2 * ((0.1 / 1.1) ** 2 + (0.1 / 1.2) ** 2) ** 0.5 * ratio
-    assert line == (f"| seq2seq | torch | 1 | train_loss | 1.1 (1 to 1.2) | 1.2 (1.1 to 1.3) "
+    assert line == (f"| seq2seq | torch | 1 | train_loss | 2 / 2 | 1.1 (1 to 1.2) | 1.2 (1.1 to 1.3) "
                     f"| {ratio:.3f} ± {two_se:.3f} | consistent |")
     tight = book_fidelity.table(book_fidelity.compare([(0, run(1.0)), (1, run(1.0))], [(0, run(1.2))]),
                                 [0, 1], [0])
-    assert tight.splitlines()[-1].endswith("| 1.200 ± 0.000 | **no** |")  # no spread on either side
+    # no spread on either side
+    assert tight.splitlines()[-1].endswith("| 2 / 1 | 1 (1 to 1) | 1.2 | 1.200 ± 0.000 | **no** |")
+    assert book_fidelity.seeds_of([(10, {}), (2, {}), (10, {}), (None, {})]) == [2, 10, None]

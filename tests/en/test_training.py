@@ -198,3 +198,21 @@ def test_linear_regression_loss_is_the_frameworks_squared_error(d2l, backend):
     # Gluon's L2Loss halves the squared error; PyTorch's MSELoss and Keras's MeanSquaredError do not
     expected = 1.0 if backend == "mxnet" else 2.0
     assert float(d2l.to_numpy(model.loss(y_hat, y))) == pytest.approx(expected)
+
+
+@in_place
+def test_linear_regression_starts_where_the_books_does(d2l, backend):
+    """The book's N(0, 0.01^2) weights and zero bias; on PyTorch the lazy layer's own draw (Kaiming's uniform,
+    bound 1/sqrt(fan_in), for the bias too), which overwrites the book's normal_ at the first call."""
+    fan_in = 400
+    model = d2l.LinearRegression(lr=0.01)
+    model(d2l.tensor(np.zeros((2, fan_in), np.float32)))
+    w, b = (np.asarray(d2l.to_numpy(p), np.float64).ravel() for p in model.get_w_b())
+    assert w.size == fan_in and b.size == 1
+    if backend == "torch":
+        bound = 1 / np.sqrt(fan_in)
+        assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+        assert w.std() == pytest.approx(bound / np.sqrt(3), rel=0.15)  # a uniform's std: bound / sqrt(3)
+    else:
+        assert w.std() == pytest.approx(0.01, rel=0.15) and np.abs(w).max() < 0.05  # 400 draws: ~4% spread
+        assert b.tolist() == [0.0]

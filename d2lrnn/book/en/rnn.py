@@ -171,13 +171,14 @@ class GRUNoInputsMethods:
 
 
 class LinearRegressionMethods:
-    """y = X w + b with a framework dense layer, trained by the mean squared error."""
+    """y = X w + b with a framework dense layer, trained by the mean squared error. The weights start
+    from N(0, 0.01^2) and the bias from zero as the book's do (on PyTorch, the lazy layer's own draw)."""
 
     def __init__(self, lr):
         super().__init__()
         self.save_hyperparameters()
         hooks = hooks_for("dense")
-        self.net = hooks.dense(1)
+        self.net = hooks.dense(1, 0.01)
         if hooks.initialize is not None:
             hooks.initialize(self.net)
 
