@@ -58,8 +58,8 @@ def mean_and_relative_error(values):
 
 
 def table(rows, book_seeds, our_seeds):
-    lines = [f"Seeds: the book's d2l 1.0.3 {', '.join(map(str, book_seeds))}; d2lrnn "
-             f"{', '.join(map(str, our_seeds))}. Each side's mean over its seeds (range in brackets); the "
+    lines = [f"Seeds: the book's d2l 1.0.3 {spans(book_seeds)}; d2lrnn {spans(our_seeds)}. Each side's mean "
+             "over its seeds (range in brackets); the "
              "ratio of the means with two standard errors (from both sides' spreads); *within 5%* when the "
              "ratio is, *consistent* when the 5% band overlaps the ratio's two-standard-error interval; "
              "*runs*: how many seeds each side has for the row (book / d2lrnn).", "",
@@ -86,6 +86,21 @@ def table(rows, book_seeds, our_seeds):
 def span(values):
     mean = sum(values) / len(values)
     return number(mean) + (f" ({number(min(values))} to {number(max(values))})" if len(values) > 1 else "")
+
+
+def spans(seeds):
+    """``[0, 1, 2, 5]`` as ``0 to 2, 5``: runs of consecutive integer seeds written by their ends."""
+    parts, run = [], []
+    for seed in seeds:
+        if run and isinstance(seed, int) and isinstance(run[-1], int) and seed == run[-1] + 1:
+            run.append(seed)
+            continue
+        if run:
+            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}")
+        run = [seed]
+    if run:
+        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}")
+    return ", ".join(parts)
 
 
 def seeds_of(runs):

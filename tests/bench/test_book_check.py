@@ -288,3 +288,4 @@ def test_fidelity_over_seeds_compares_the_means_of_both_sides_with_their_standar
     # no spread on either side
     assert tight.splitlines()[-1].endswith("| 2 / 1 | 1 (1 to 1) | 1.2 | 1.200 ± 0.000 | **no** |")
     assert book_fidelity.seeds_of([(10, {}), (2, {}), (10, {}), (None, {})]) == [2, 10, None]
+    assert book_fidelity.spans([0, 1, 2, 5, 7, 8, None]) == "0 to 2, 5, 7 to 8, None"
