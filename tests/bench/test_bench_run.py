@@ -1,0 +1,42 @@
+"""bench/run.py's report: each row's share of its own process's product and of the machine's best one,
+and the targets drawn from them (hand-made rows)."""
+
+import pytest
+
+from bench import run
+
+pytestmark = pytest.mark.once  # the report's arithmetic, the same on every backend
+
+
+def row(backend, model, gflops_model, matmul_gflops, cell="lstm", tokens_per_sec=1000.0):
+    return {"backend": backend, "model": model, "cell": cell, "gflops_model": gflops_model,
+            "matmul_gflops": matmul_gflops, "tokens_per_sec": tokens_per_sec, "slowest_round": tokens_per_sec,
+            "peak_rss_mb": 300.0, "train_epoch_seconds": 5.0, "first_step_seconds": 0.1,
+            "data_epoch_seconds": None}
+
+
+ROWS = [row("torch", "scratch", 200.0, 350.0), row("torch", "reference", 240.0, None),
+        row("jax", "scratch", 150.0, 220.0), row("jax", "reference", 180.0, None)]
+
+
+def test_the_machine_ceiling_is_the_best_product_of_any_framework_in_the_run():
+    assert run.machine_ceiling(ROWS) == (350.0, "torch")
+    assert run.machine_ceiling([row("torch", "reference", 1.0, None)]) is None
+
+
+def test_each_row_shows_its_share_of_its_own_ceiling_and_of_the_machine():
+    lines = run.table(ROWS).splitlines()
+    assert "| % of ceiling | % of machine |" in lines[0]
+    jax_scratch = next(line for line in lines if "| jax | scratch |" in line)
+    assert "| 220 | 68% | 43% |" in jax_scratch  # 150 / 220 and 150 / 350
+    reference = next(line for line in lines if "| torch | reference |" in line)
+    assert "| - | - | 69% |" in reference  # 240 / 350: a plain loop's share of the machine too
+
+
+def test_the_seventy_percent_target_reads_the_fastest_d2lrnn_row():
+    (description, measured, met), = [t for t in run.targets(ROWS) if "machine's best" in t[0]]
+    assert "torch LSTM scratch" in description and "350 GFLOP/s, torch" in description
+    assert (measured, met) == ("57%", False)  # 200 / 350
+    faster = ROWS + [row("torch", "concise", 250.0, 340.0)]
+    (_, measured, met), = [t for t in run.targets(faster) if "machine's best" in t[0]]
+    assert (measured, met) == ("71%", True)
