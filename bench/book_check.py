@@ -527,6 +527,10 @@ def main(argv=None):
         extra_paths.setdefault(env, []).append(pathlib.Path(folder))
     columns = [c for c in edition.columns
                if (c.env in args.columns if args.columns else pathlib.Path(python[c.env]).exists())]
+    missing = [c.env for c in columns if not pathlib.Path(python[c.env]).exists()]
+    if missing:
+        sys.exit(f"book_check: no Python for {', '.join(missing)} (looked for {python[missing[0]]}): "
+                 f"make the env with `tox -e {missing[0]} --notest`, or give --python {missing[0]}=PATH")
     sections = args.sections or [s for s in edition.sections if (book / f"{s}.md").exists()]
     against = args.against or (list(edition.references) if not book_face else [])
     if args.logs:

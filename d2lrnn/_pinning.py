@@ -8,6 +8,8 @@ module of another framework, of either edition, is refused in one line.
 import os
 import warnings
 
+import numpy as np
+
 import d2lrnn
 from d2lrnn.backends import ENV_VAR
 from d2lrnn.errors import BackendError
@@ -33,6 +35,17 @@ def pin_backend(module, name):
     d2lrnn.set_backend(name)
     if _pinned is None:
         _pinned = (module, name)
+
+
+def face_dtypes():
+    """``float32``, ``int32`` and ``int64`` as the book's package gives them for the active framework: its own
+    dtype objects where its tensors have them (``torch.float32``, ``tf.float32``, ``paddle.float32``), NumPy's
+    where they are NumPy's (MXNet, JAX, NumPy). Every shim function taking a dtype takes either form."""
+    dtypes = {}
+    for name in ("float32", "int32", "int64"):
+        native = d2lrnn.ops.zeros((1,), dtype=name).dtype
+        dtypes[name] = getattr(np, name) if isinstance(native, (np.dtype, type)) else native
+    return dtypes
 
 
 def fill(namespace, names, lookup):

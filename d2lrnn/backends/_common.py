@@ -51,9 +51,30 @@ def generator_state_kept():
         _rng.bit_generator.state = saved
 
 
+def numpy_dtype(dtype):
+    """``dtype`` as NumPy's (None stays None): a NumPy dtype or its name, or a framework's own dtype as the
+    book's cells pass it (``torch.int64``, ``tf.float32``, ``paddle.int64``), so that every backend takes
+    both forms wherever a function takes a dtype."""
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        pass
+    as_numpy_dtype = getattr(dtype, "as_numpy_dtype", None)  # TensorFlow's DType
+    if as_numpy_dtype is not None:
+        return np.dtype(as_numpy_dtype)
+    name = str(dtype).rsplit(".", 1)[-1]  # torch.int64, paddle.float32
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise ArgumentError(f"dtype {dtype!r} is not one d2lrnn knows: give a NumPy dtype or name "
+                            "('float32', 'int64') or the framework's own (torch.int64, tf.float32)") from None
+
+
 def as_numpy(data, dtype=None):
     """``data`` as a NumPy array with d2lrnn's defaults: floats are float32, integers int64."""
-    a = np.asarray(data, dtype=dtype)
+    a = np.asarray(data, dtype=numpy_dtype(dtype))
     if dtype is None:
         if np.issubdtype(a.dtype, np.floating):
             a = a.astype(FLOAT, copy=False)

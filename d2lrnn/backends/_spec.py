@@ -51,7 +51,8 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
-    """``x`` converted to ``dtype`` (a NumPy dtype or its name, e.g. ``'float32'``)."""
+    """``x`` converted to ``dtype``: a NumPy dtype or its name (``'float32'``), or the framework's own
+    (``torch.int64``, ``tf.float32``), as every function here that takes a dtype accepts."""
 
 
 def shape(x):

@@ -51,7 +51,7 @@ if _CACHE_DIR:
 
 
 def _jax_dtype(dtype):
-    return None if dtype is None else np.dtype(dtype)
+    return _common.numpy_dtype(dtype)
 
 
 def _as_array(a, dtype=None):

@@ -92,11 +92,11 @@ def uniform(low, high, shape, device=None):
 
 
 def zeros(shape, dtype=None, device=None):
-    return nd.zeros(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
+    return nd.zeros(shape, ctx=device, dtype=_common.numpy_dtype(dtype or _common.FLOAT))
 
 
 def ones(shape, dtype=None, device=None):
-    return nd.ones(shape, ctx=device, dtype=np.dtype(dtype or _common.FLOAT))
+    return nd.ones(shape, ctx=device, dtype=_common.numpy_dtype(dtype or _common.FLOAT))
 
 
 def zeros_like(x):
@@ -119,7 +119,7 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
 def tensor(data, dtype=None, device=None):
     if isinstance(data, nd.NDArray):
-        return data if dtype is None else data.astype(np.dtype(dtype))
+        return data if dtype is None else data.astype(_common.numpy_dtype(dtype))
     a = _common.as_numpy(data, dtype)  # not through from_numpy, whose defaults would override ``dtype``
     return nd.array(a, ctx=device, dtype=_book_dtype(a, dtype))
 
@@ -134,7 +134,7 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
-    return x.astype(np.dtype(dtype))
+    return x.astype(_common.numpy_dtype(dtype))
 
 
 def shape(x):

@@ -25,11 +25,11 @@ def uniform(low, high, shape, device=None):
 
 
 def zeros(shape, dtype=None, device=None):
-    return np.zeros(shape, dtype=dtype or _common.FLOAT)
+    return np.zeros(shape, dtype=_common.numpy_dtype(dtype or _common.FLOAT))
 
 
 def ones(shape, dtype=None, device=None):
-    return np.ones(shape, dtype=dtype or _common.FLOAT)
+    return np.ones(shape, dtype=_common.numpy_dtype(dtype or _common.FLOAT))
 
 
 def zeros_like(x):
@@ -57,7 +57,7 @@ def to_numpy(x):
 def astype(x, dtype):
     if hasattr(x, "_value"):  # an autograd box: its astype has a gradient, anp.asarray has none
         return x.astype(dtype)
-    return np.asarray(x).astype(dtype)
+    return np.asarray(x).astype(_common.numpy_dtype(dtype))
 
 
 def shape(x):

@@ -140,7 +140,7 @@ _DTYPES = {"float32": paddle.float32, "float64": paddle.float64, "int32": paddle
 def _dtype(dtype):
     if dtype is None or isinstance(dtype, paddle.dtype):
         return dtype
-    return _DTYPES[np.dtype(dtype).name]
+    return _DTYPES[_common.numpy_dtype(dtype).name]
 
 
 def _moved(x, device):

@@ -14,7 +14,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "int32": torch.in
 def _dtype(dtype):
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    return _DTYPES[np.dtype(dtype).name]
+    return _DTYPES[_common.numpy_dtype(dtype).name]
 
 
 # -- creating and converting -------------------------------------------------------------

@@ -60,3 +60,28 @@ def test_the_shared_generator_state_round_trips_as_plain_data():
     first = d2l.to_numpy(d2l.normal(0, 1, (4,)))
     d2lrnn.backends.set_generator_state(state)
     np.testing.assert_array_equal(d2l.to_numpy(d2l.normal(0, 1, (4,))), first)
+
+
+class _FakeTorchDtype:  # what str() of torch.int64 and paddle.float32 look like, with no NumPy conversion
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+class _FakeTfDtype:  # TensorFlow's DType: it says its NumPy type
+    as_numpy_dtype = np.int32
+
+
+@pytest.mark.once  # the conversion is backend-free
+def test_numpy_dtype_reads_numpy_names_and_frameworks_dtypes():
+    from d2lrnn.backends._common import numpy_dtype
+
+    assert numpy_dtype(None) is None
+    assert numpy_dtype("float32") == np.float32 and numpy_dtype(np.int64) == np.int64
+    assert numpy_dtype(_FakeTorchDtype("torch.int64")) == np.int64
+    assert numpy_dtype(_FakeTorchDtype("paddle.float32")) == np.float32
+    assert numpy_dtype(_FakeTfDtype()) == np.int32
+    with pytest.raises(d2l.ArgumentError, match=r"dtype .*not one d2lrnn knows: give a NumPy dtype"):
+        numpy_dtype(_FakeTorchDtype("torch.fancy8"))

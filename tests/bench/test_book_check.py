@@ -289,3 +289,13 @@ def test_fidelity_over_seeds_compares_the_means_of_both_sides_with_their_standar
     assert tight.splitlines()[-1].endswith("| 2 / 1 | 1 (1 to 1) | 1.2 | 1.200 ± 0.000 | **no** |")
     assert book_fidelity.seeds_of([(10, {}), (2, {}), (10, {}), (None, {})]) == [2, 10, None]
     assert book_fidelity.spans([0, 1, 2, 5, 7, 8, None]) == "0 to 2, 5, 7 to 8, None"
+
+
+def test_a_column_asked_for_without_its_python_is_one_line_saying_how_to_make_it(tmp_path, capsys):
+    (tmp_path / "rnn.md").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        book_check.main(["--book", str(tmp_path), "--columns", "torch",
+                         "--python", f"torch={tmp_path / 'none'}"])
+    message = str(stop.value.code)
+    assert message.startswith("book_check: no Python for torch (looked for ") and "\n" not in message
+    assert "tox -e torch --notest" in message and "--python torch=PATH" in message

@@ -95,3 +95,24 @@ def test_a_framework_that_is_not_installed_is_one_line_naming_the_extra(backend,
 def test_every_backend_has_its_module():
     names = {p.stem for p in pathlib.Path(_pinned.__file__).parent.glob("*.py")} - {"__init__", "_pinned"}
     assert names == set(d2lrnn.available_backends())
+
+
+#: What the book's package gives as d2l.float32 on each framework: the framework's own dtype where its tensors
+#: have one, NumPy's class on MXNet, JAX (jnp.float32 equals it) and the NumPy face.
+BOOK_FLOAT32 = {"torch": "torch.float32", "tensorflow": "<dtype: 'float32'>", "paddle": "paddle.float32",
+                "mxnet": "<class 'numpy.float32'>", "jax": "<class 'numpy.float32'>",
+                "numpy": "<class 'numpy.float32'>"}
+
+
+def test_the_faces_dtypes_are_the_frameworks_and_every_maker_takes_them(backend, fresh):
+    d2l = _import(backend)
+    assert str(d2l.float32) == BOOK_FLOAT32[backend]
+    X = d2l.zeros((2, 3), dtype=d2l.int64)
+    assert X.dtype == d2l.int64 and d2l.ones((2,), dtype=d2l.int32).dtype == d2l.int32
+    assert d2l.arange(1, 4, dtype=d2l.float32).dtype == d2l.float32
+    assert d2l.tensor([1, 2], dtype=d2l.float32).dtype == d2l.float32
+    assert d2l.astype(d2l.tensor([1.5, 2.5]), d2l.int64).dtype == d2l.int64
+    assert d2l.to_numpy(d2l.astype(d2l.tensor([1.5, 2.5]), d2l.int32)).tolist() == [1, 2]
+    # and NumPy's names and dtypes, the neutral face's forms, as well
+    assert d2l.zeros((2,), dtype="int64").dtype == d2l.int64
+    assert d2l.zeros((2,), dtype=np.float32).dtype == d2l.float32
