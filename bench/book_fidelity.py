@@ -90,17 +90,14 @@ def span(values):
 
 def spans(seeds):
     """``[0, 1, 2, 5]`` as ``0 to 2, 5``: runs of consecutive integer seeds written by their ends."""
-    parts, run = [], []
+    runs = []
     for seed in seeds:
-        if run and isinstance(seed, int) and isinstance(run[-1], int) and seed == run[-1] + 1:
-            run.append(seed)
-            continue
-        if run:
-            parts.append(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}")
-        run = [seed]
-    if run:
-        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}")
-    return ", ".join(parts)
+        last = runs[-1][-1] if runs else None
+        if isinstance(seed, int) and isinstance(last, int) and seed == last + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs)
 
 
 def seeds_of(runs):

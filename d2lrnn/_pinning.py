@@ -48,6 +48,12 @@ def face_dtypes():
     return dtypes
 
 
+def face_names():
+    """The package face's names (``d2lrnn.__all__``) with the framework's dtypes: what every pinned face
+    starts from."""
+    return {**{key: getattr(d2lrnn, key) for key in d2lrnn.__all__}, **face_dtypes()}
+
+
 def fill(namespace, names, lookup):
     """Fill a face module's globals with ``names`` (a dict) and return its ``__getattr__`` and ``__dir__``:
     the names ``names`` does not hold (the shim's functions in the book's call forms, ``d2l.plt``) come

@@ -50,13 +50,9 @@ if _CACHE_DIR:
 # -- creating and converting -------------------------------------------------------------
 
 
-def _jax_dtype(dtype):
-    return _common.numpy_dtype(dtype)
-
-
 def _as_array(a, dtype=None):
     """A NumPy array with d2lrnn's rules (float32, int64) as a JAX array."""
-    return jnp.asarray(_common.as_numpy(a, _jax_dtype(dtype)))
+    return jnp.asarray(_common.as_numpy(a, _common.numpy_dtype(dtype)))
 
 
 def normal(mean, std, shape, device=None):
@@ -68,11 +64,11 @@ def uniform(low, high, shape, device=None):
 
 
 def zeros(shape, dtype=None, device=None):
-    return jnp.zeros(shape, dtype=_jax_dtype(dtype) or _common.FLOAT)
+    return jnp.zeros(shape, dtype=_common.numpy_dtype(dtype) or _common.FLOAT)
 
 
 def ones(shape, dtype=None, device=None):
-    return jnp.ones(shape, dtype=_jax_dtype(dtype) or _common.FLOAT)
+    return jnp.ones(shape, dtype=_common.numpy_dtype(dtype) or _common.FLOAT)
 
 
 def zeros_like(x):
@@ -85,7 +81,7 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
 def tensor(data, dtype=None, device=None):
     if isinstance(data, jax.Array):
-        return data if dtype is None else data.astype(_jax_dtype(dtype))
+        return data if dtype is None else data.astype(_common.numpy_dtype(dtype))
     return _as_array(data, dtype)
 
 
@@ -99,7 +95,7 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
-    return jnp.asarray(x).astype(_jax_dtype(dtype))
+    return jnp.asarray(x).astype(_common.numpy_dtype(dtype))
 
 
 def shape(x):

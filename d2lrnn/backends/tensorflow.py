@@ -52,14 +52,19 @@ def uniform(low, high, shape, device=None):
     return from_numpy(_common.uniform_numpy(low, high, shape), device)
 
 
+def _dtype(dtype):
+    """TensorFlow's dtype for a NumPy one, its name, or TensorFlow's own."""
+    return tf.as_dtype(_common.numpy_dtype(dtype))
+
+
 def zeros(shape, dtype=None, device=None):
     with _on(device):
-        return tf.zeros(shape, dtype=tf.as_dtype(_common.numpy_dtype(dtype or _common.FLOAT)))
+        return tf.zeros(shape, dtype=_dtype(dtype or _common.FLOAT))
 
 
 def ones(shape, dtype=None, device=None):
     with _on(device):
-        return tf.ones(shape, dtype=tf.as_dtype(_common.numpy_dtype(dtype or _common.FLOAT)))
+        return tf.ones(shape, dtype=_dtype(dtype or _common.FLOAT))
 
 
 def zeros_like(x):
@@ -72,7 +77,7 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
 def tensor(data, dtype=None, device=None):
     if tf.is_tensor(data):
-        return data if dtype is None else tf.cast(data, tf.as_dtype(_common.numpy_dtype(dtype)))
+        return data if dtype is None else tf.cast(data, _dtype(dtype))
     with _on(device):  # not through from_numpy, whose float32/int64 defaults would override ``dtype``
         return tf.constant(_common.as_numpy(data, dtype))
 
@@ -87,7 +92,7 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
-    return tf.cast(x, tf.as_dtype(_common.numpy_dtype(dtype)))
+    return tf.cast(x, _dtype(dtype))
 
 
 def shape(x):

@@ -1,7 +1,7 @@
 """What every module of :mod:`d2lrnn.en` does: the 1.0 edition's names, on the backend its name gives."""
 
 import d2lrnn
-from d2lrnn._pinning import BackendChoiceWarning, face_dtypes, fill, pin_backend
+from d2lrnn._pinning import BackendChoiceWarning, face_names, fill, pin_backend
 
 __all__ = ["BackendChoiceWarning", "pin"]
 
@@ -13,5 +13,4 @@ def pin(name, namespace):
     pin_backend(f"d2lrnn.en.{name}", name)
     from d2lrnn.book import en
 
-    names = {**{key: getattr(d2lrnn, key) for key in d2lrnn.__all__}, **en.names(), **face_dtypes()}
-    return fill(namespace, names, d2lrnn)
+    return fill(namespace, {**face_names(), **en.names()}, d2lrnn)

@@ -1,7 +1,7 @@
 """What every module of :mod:`d2lrnn.zh` does: the package face, on the backend its name gives."""
 
 import d2lrnn
-from d2lrnn._pinning import BackendChoiceWarning, face_dtypes, fill, pin_backend
+from d2lrnn._pinning import BackendChoiceWarning, face_names, fill, pin_backend
 
 __all__ = ["BackendChoiceWarning", "pin"]
 
@@ -13,4 +13,4 @@ def pin(name, namespace):
     functions in the book's call forms, ``d2l.plt``) come from it.
     """
     pin_backend(f"d2lrnn.zh.{name}", name)
-    return fill(namespace, {**{key: getattr(d2lrnn, key) for key in d2lrnn.__all__}, **face_dtypes()}, d2lrnn)
+    return fill(namespace, face_names(), d2lrnn)

@@ -8,8 +8,6 @@ framework's module class, so they are made once per backend.
 
 import functools
 
-import numpy as np
-
 from ... import ops
 from ...backends import backend_name, functional_hooks
 from ...seq2seq.bleu import bleu
@@ -81,6 +79,5 @@ def names():
         "check_shape": check_shape, "TimeMachine": TimeMachine, "MTFraEng": MTFraEng, "Vocab": Vocab,
         "bleu": bleu, "download": download, "extract": extract,
         "randn": randn, "swapaxes": swapaxes, "expand_dims": expand_dims, "gpu": gpu,
-        "float32": np.float32, "int32": np.int32, "int64": np.int64,
         **{name: classes[name] for name in ("SGD", "Adam", "Trainer") if name in classes},  # JAX's forms
     }

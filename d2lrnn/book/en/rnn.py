@@ -65,6 +65,8 @@ class RNNLMScratchMethods(ScratchLMOutputs):
     cross-entropy and reported as perplexity."""
 
     def __init__(self, rnn, vocab_size, lr=0.01):
+        """``rnn``, ``vocab_size`` and ``lr`` kept as attributes, then the output layer made (``init_params``,
+        which the concise ``RNNLM`` replaces)."""
         super().__init__()
         self.save_hyperparameters()
         self.init_params()

@@ -16,8 +16,7 @@ class EncoderDecoderMethods:
 
     def __init__(self, encoder, decoder):
         super().__init__()
-        self.encoder = encoder
-        self.decoder = decoder
+        self.encoder, self.decoder = encoder, decoder
 
     def forward(self, enc_X, dec_X, *args):
         Y, _ = self.decoder(dec_X, self.first_state(enc_X, *args))
