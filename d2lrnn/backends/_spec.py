@@ -177,6 +177,12 @@ def argmax(x, axis=None):
     """Index (int64) of the largest entry along ``axis``."""
 
 
+def sum_of_squares(tensors):
+    """sum_k sum(T_k^2) over a list of tensors, as a scalar tensor: the squared global norm that gradient
+    clipping takes. One fused operation for the whole list where the framework has one (MXNet's
+    ``multi_sum_sq``), instead of three per tensor."""
+
+
 # -- Classification helpers ----------------------------------------------------------------------------------
 
 def one_hot(indices, depth):
@@ -193,6 +199,19 @@ def log_softmax(x, axis=-1):
 
 def softmax_cross_entropy(logits, labels):
     """Per-example -log softmax(logits)[label]; ``logits`` is (n, classes), ``labels`` (n,) ints."""
+
+
+# -- Optimizer steps -----------------------------------------------------------------------------------------
+
+def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
+    """One Adam step of every parameter, as three new lists ``(params, Ms, Vs)``; the inputs stay as they are:
+
+        M <- beta1 M + (1 - beta1) G,        V <- beta2 V + (1 - beta2) G^2
+        P <- P - lr (c1 M / (sqrt(c2 V) + eps) + weight_decay P)
+
+    ``scalars`` is one float32 tensor [lr, c1, c2], with the bias corrections c1 = 1 / (1 - beta1^t) and
+    c2 = 1 / (1 - beta2^t) of step t. The framework's fused Adam kernel where it has one (MXNet's
+    ``adam_update``: one operation per parameter instead of fourteen), the same formula otherwise."""
 
 
 # -- The framework's own recurrent layers, and dropout -------------------------------------------------------
@@ -305,9 +324,11 @@ SHIM_FUNCTIONS = (
     "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "sin", "log", "sqrt",
     "abs", "maximum", "minimum",
     # reductions
-    "sum", "mean", "max", "argmax",
+    "sum", "mean", "max", "argmax", "sum_of_squares",
     # classification helpers
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
+    # optimizer steps
+    "adam_update",
     # the framework's own recurrent layers, and dropout
     "native_rnn", "dropout",
     # the book's in-place training on the framework

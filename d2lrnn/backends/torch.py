@@ -224,6 +224,14 @@ def argmax(x, axis=None):
     return torch.argmax(x) if axis is None else torch.argmax(x, dim=axis)
 
 
+def sum_of_squares(tensors):
+    return _common.sum_of_squares(tensors, sum)
+
+
+def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
+    return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
+
+
 # -- classification ----------------------------------------------------------------------------
 
 

@@ -70,7 +70,8 @@ class Adam:
         M <- beta1 M + (1 - beta1) g,        V <- beta2 V + (1 - beta2) g^2
         p <- p - lr * (M_hat / (sqrt(V_hat) + eps) + wd * p)
 
-    with the bias corrections M_hat = M / (1 - beta1^t), V_hat = V / (1 - beta2^t) at step t.
+    with the bias corrections M_hat = M / (1 - beta1^t), V_hat = V / (1 - beta2^t) at step t: one
+    :func:`d2lrnn.ops.adam_update` for all parameters (the framework's fused kernel where it has one).
     """
 
     name = "adam"
@@ -93,20 +94,10 @@ class Adam:
         return [lr, 1.0 / (1.0 - self.beta1 ** t), 1.0 / (1.0 - self.beta2 ** t)]
 
     def update(self, params, grads, state, scalars):
-        lr, c1, c2 = scalars[0], scalars[1], scalars[2]
-        b1, b2, eps, wd = self.beta1, self.beta2, self.eps, self.weight_decay
         n = len(params)
-        new_params, Ms, Vs = [], [], []
-        for p, g, M, V in zip(params, grads, state[:n], state[n:]):
-            M = b1 * M + (1.0 - b1) * g
-            V = b2 * V + (1.0 - b2) * (g * g)
-            step = (M * c1) / (ops.sqrt(V * c2) + eps)
-            if wd:
-                step = step + wd * p
-            new_params.append(p - lr * step)
-            Ms.append(M)
-            Vs.append(V)
-        return new_params, Ms + Vs
+        new_params, Ms, Vs = ops.adam_update(params, grads, state[:n], state[n:], scalars, self.beta1,
+                                             self.beta2, self.eps, self.weight_decay)
+        return list(new_params), list(Ms) + list(Vs)
 
     def __repr__(self):
         return (f"Adam(lr={self.lr:g}, beta1={self.beta1:g}, beta2={self.beta2:g}, eps={self.eps:g}, "

@@ -18,7 +18,7 @@ def clip_scale(grads, theta):
     Computed as ``theta / max(||g||, theta)``, which equals min(1, theta/||g||) without a Python branch,
     so it also runs inside a compiled (graph-mode) step.
     """
-    norm = ops.sqrt(sum(ops.sum(g * g) for g in grads))
+    norm = ops.sqrt(ops.sum_of_squares(grads))
     return theta / ops.maximum(norm, theta)
 
 

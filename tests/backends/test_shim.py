@@ -141,6 +141,12 @@ def _dropout_statistics(x):
     return np.array(kept.mean().round(1), dtype=np.float32)  # 0.5 +- 0.008 (one std): 0.5 after rounding
 
 
+def _adam_step(P, G, M, V, weight_decay=0.0):
+    """``adam_update`` at step 3 with lr 0.01, on two parameters."""
+    scalars = ops.tensor(np.array([0.01, 1 / (1 - 0.9 ** 3), 1 / (1 - 0.999 ** 3)], np.float32))
+    return ops.adam_update([P, G], [G, P], [M, M], [V, V], scalars, 0.9, 0.999, 1e-8, weight_decay)
+
+
 # name -> list of (function, NumPy inputs, check gradients?)
 CASES = {
     "normal": [(_seeded_normal, [], False)],
@@ -194,6 +200,12 @@ CASES = {
     "mean": [(op("mean"), [f32(3, 4)], True), (lambda x: ops.mean(x, 0), [f32(3, 4)], True)],
     "max": [(op("max"), [f32(3, 4)], True), (lambda x: ops.max(x, -1), [f32(3, 4)], True)],
     "argmax": [(lambda x: ops.argmax(x, 1), [f32(5, 7)], False), (op("argmax"), [f32(5, 7)], False)],
+    "sum_of_squares": [(lambda a, b, c: ops.sum_of_squares([a, b, c]), [f32(3, 4), f32(5), f32(2, 3, 2)],
+                        True)],
+    # the step from moments already under way, with and without weight decay
+    "adam_update": [(_adam_step, [f32(3, 4), f32(3, 4), f32(3, 4) * 0.1, pos(3, 4) * 0.01], False),
+                    (lambda *a: _adam_step(*a, weight_decay=0.01), [f32(3, 4), f32(3, 4), f32(3, 4) * 0.1,
+                                                                      pos(3, 4) * 0.01], False)],
     "one_hot": [(lambda i: ops.one_hot(i, 5), [ints(5, 2, 3)], False)],
     "softmax": [(op("softmax"), [f32(4, 6) * 3], True)],
     "log_softmax": [(op("log_softmax"), [f32(4, 6) * 3], True),

@@ -554,6 +554,40 @@ def test_argmax(shape, axis):
         check(ops.argmax(t(x), axis), expected, dtype=np.int64)
 
 
+
+@pytest.mark.parametrize("shapes", [[(2,), (1, 1)], [(3, 4), (5,), ()], [(7, 5), (5,), (5, 7), (7,)] * 10])
+def test_sum_of_squares(shapes):
+    # a list of tensors, one of them a scalar, and 40 of them (one fused kernel on MXNet): the float32
+    # sum of n squares errs by at most (n + 1) U of the exact sum (every term positive)
+    xs = [f32(*shape) for shape in shapes]
+    exact = sum(float(np.sum(f64(x) ** 2)) for x in xs)
+    n = sum(x.size for x in xs)
+    check(ops.sum_of_squares([t(x) for x in xs]), np.array(exact), (n + 1) * U * exact)
+    check(ops.sum_of_squares([t(np.array([1.0, 2.0], np.float32)), t(np.array([[3.0]], np.float32))]),
+          np.array(14.0))
+
+
+def test_adam_update_is_the_formula_and_leaves_its_inputs_as_they_were():
+    # Step t = 1 from zero moments, lr 0.1, gradients 0.5 and -2: M = (1 - beta1) G, V = (1 - beta2) G^2,
+    # with the betas' float32 values (1 - beta exact, as in a fused kernel), so with the bias corrections
+    # c1 = 10, c2 = 1000 each step is G / |G| up to the betas' rounding (5e-5): P = 1 -+ 0.1. With weight
+    # decay 0.5 the step adds 0.5 P.
+    P, G = np.ones(2, np.float32), np.array([0.5, -2.0], np.float32)
+    zero = np.zeros(2, np.float32)
+    c1, c2 = 1 / (1 - 0.9), 1 / (1 - 0.999)
+    scalars = t(np.array([0.1, c1, c2], np.float32))
+    inputs = [t(P)], [t(G)], [t(zero)], [t(zero)]
+    M = (1 - f64(np.float32(0.9))) * f64(G)
+    V = (1 - f64(np.float32(0.999))) * f64(G) ** 2
+    step = f64(np.float32(c1)) * M / np.sqrt(f64(np.float32(c2)) * V)
+    for weight_decay in (0.0, 0.5):
+        (P1,), (M1,), (V1,) = ops.adam_update(*inputs, scalars, 0.9, 0.999, 1e-8, weight_decay)
+        check(M1, M, 2 * U * np.abs(M))
+        check(V1, V, 3 * U * V)
+        check(P1, 1 - 0.1 * (step + weight_decay), 16 * U)  # a few roundings of a step of 0.1 and of P
+    for given, before in zip(inputs, (P, G, zero, zero)):  # a new list of new tensors: nothing written
+        check(given[0], before)
+
 # -- classification helpers ------------------------------------------------------------------------
 
 
@@ -937,6 +971,8 @@ VALUE_TESTS = {
     "mean": ["test_sum_and_mean"],
     "max": ["test_max_exact"],
     "argmax": ["test_argmax"],
+    "sum_of_squares": ["test_sum_of_squares"],
+    "adam_update": ["test_adam_update_is_the_formula_and_leaves_its_inputs_as_they_were"],
     "one_hot": ["test_one_hot"],
     "softmax": ["test_softmax"],
     "log_softmax": ["test_log_softmax"],
