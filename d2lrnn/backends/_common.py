@@ -445,16 +445,9 @@ def sum_of_squares(tensors, reduce_sum):
     return builtins.sum(reduce_sum(T * T) for T in tensors)
 
 
-def adam_betas(beta1, beta2):
-    """Adam's decay rates as float32 numbers, the numbers a fused kernel (MXNet's) computes with: 1 - beta
-    is then exact, and every backend's Adam, fused or not, takes the same steps to float32 rounding."""
-    return float(np.float32(beta1)), float(np.float32(beta2))
-
-
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt):
     """The shim's ``adam_update`` written with the backend's operators and ``sqrt`` (see its docstring)."""
     lr, c1, c2 = scalars[0], scalars[1], scalars[2]
-    beta1, beta2 = adam_betas(beta1, beta2)
     new_params, new_Ms, new_Vs = [], [], []
     for P, G, M, V in zip(params, grads, Ms, Vs):
         M = beta1 * M + (1.0 - beta1) * G

@@ -210,8 +210,8 @@ def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=
         P <- P - lr (c1 M / (sqrt(c2 V) + eps) + weight_decay P)
 
     ``scalars`` is one float32 tensor [lr, c1, c2], with the bias corrections c1 = 1 / (1 - beta1^t) and
-    c2 = 1 / (1 - beta2^t) of step t. The framework's fused Adam kernel where it has one (MXNet's
-    ``adam_update``: one operation per parameter instead of fourteen), the same formula otherwise."""
+    c2 = 1 / (1 - beta2^t) of step t. One function for the whole update, so that a backend can run it as
+    one fused kernel where the framework's computes this formula to float32 rounding."""
 
 
 # -- The framework's own recurrent layers, and dropout -------------------------------------------------------

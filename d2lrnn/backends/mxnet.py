@@ -12,7 +12,6 @@ import atexit
 import contextlib
 import functools
 import importlib.metadata
-import math
 import os
 
 import numpy as np
@@ -354,23 +353,9 @@ def sum_of_squares(tensors):
 
 
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
-    # MXNet's adam_update kernel computes P - lr' M / (sqrt(V) + eps') after updating M and V in place,
-    # which is the formula with lr' = lr c1 / sqrt(c2) and eps' = eps / sqrt(c2) (and the betas in float32,
-    # _common.adam_betas); the moments are copied first, so the inputs stay as they are. Three operations
-    # per parameter instead of fourteen.
-    params, grads, Ms, Vs = list(params), list(grads), list(Ms), list(Vs)
-    if weight_decay or not _fusable(params + grads + Ms + Vs):
-        return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
-    lr, c1, c2 = (float(v) for v in (scalars.asnumpy() if isinstance(scalars, nd.NDArray) else scalars)[:3])
-    root = math.sqrt(c2)
-    new_params, new_Ms, new_Vs = [], [], []
-    for P, G, M, V in zip(params, grads, Ms, Vs):
-        M, V = M.copy(), V.copy()
-        new_params.append(nd.adam_update(P, G, M, V, lr=lr * c1 / root, beta1=beta1, beta2=beta2,
-                                         epsilon=eps / root, wd=0.0))
-        new_Ms.append(M)
-        new_Vs.append(V)
-    return new_params, new_Ms, new_Vs
+    # The formula, not MXNet's adam_update kernel: the kernel computes 1 - beta in float32 (1 - 0.999 is
+    # then 5e-5 larger than 0.001), so its steps drift from every other backend's and from NumPy's.
+    return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
 
 
 # -- classification ----------------------------------------------------------------------------
