@@ -282,7 +282,8 @@ def recurrence(row):
     if row["model"] == "reference":
         return LOOPS[row["backend"]]
     if row["model"] == "scratch":
-        return RECURRENCE["scratch"]
+        return RECURRENCE["scratch"] if row["backend"] != "mxnet" else \
+            "d2lrnn GRU from scratch (MXNet's autograd over the scans)"
     return RECURRENCE["concise"][row["backend"]]
 
 

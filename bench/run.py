@@ -70,8 +70,9 @@ def best_of(rounds):
 
 def layer_of(row):
     backend, model, cell = row["backend"], row["model"], row["cell"]
-    if model == "scratch":
-        return "from scratch (hand-written BPTT)"
+    if model == "scratch":  # MXNet differentiates the scans' forward pass (ops.custom_vjp, differentiable)
+        return "from scratch (MXNet's autograd over the scans)" if backend == "mxnet" else \
+            "from scratch (hand-written BPTT)"
     if model == "concise":
         return LAYERS[backend][cell] if backend in LAYERS else "scratch recurrence (NumPy has no layer)"
     return "plain loop: " + REFERENCE_LOOP[backend].format(layer=LAYERS[backend][cell])

@@ -262,12 +262,17 @@ def value_and_grad(f, has_aux=False):
     """
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
     """A function with a hand-written gradient: ``custom_vjp(fwd, bwd)(*args) -> outputs``.
 
     ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs (without gradient tracking
     where the framework tracks); ``bwd(residuals, *output_grads) -> input_grads`` returns one gradient
     per argument (an output that was not used gets a zero gradient).
+
+    ``differentiable=True`` promises that ``fwd`` is written in operations the framework can differentiate
+    and that ``bwd`` computes exactly their gradient. A backend whose own backward pass is faster than
+    ``bwd``'s operations dispatched one by one from Python then records ``fwd`` and differentiates it
+    instead (MXNet, whose engine runs a recorded backward pass without Python); the others call ``bwd``.
     """
 
 

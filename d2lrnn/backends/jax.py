@@ -500,7 +500,7 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
     # ``fwd(*args) -> (outputs, residuals)`` computes a tuple of outputs; ``bwd(residuals,
     # *output_grads) -> input_grads`` returns one gradient per argument.
 

@@ -357,7 +357,7 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
     last = {}
 
     @primitive

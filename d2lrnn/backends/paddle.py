@@ -599,7 +599,7 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
 
     class Function(paddle.autograd.PyLayer):
         @staticmethod

@@ -577,7 +577,7 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
 
     @tf.custom_gradient
     def f(*args):

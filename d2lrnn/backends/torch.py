@@ -430,7 +430,7 @@ def value_and_grad(f, has_aux=False):
     return wrapped
 
 
-def custom_vjp(fwd, bwd):
+def custom_vjp(fwd, bwd, differentiable=False):
 
     class Function(torch.autograd.Function):
         @staticmethod

@@ -1,6 +1,8 @@
 """Backpropagation through time written by hand once for every backend: the tanh RNN, the LSTM and the GRU.
 
-Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``), as two
+Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``; MXNet, whose
+engine runs a recorded backward pass faster than Python dispatches this one, records the forward scan
+instead and differentiates it: the same gradient), as two
 ``ops.scan`` loops (on JAX one compiled loop each, not T unrolled copies of the step): the forward
 scan carries the state and returns, stacked over the steps, the hidden states and what the backward
 pass needs; the backward scan walks the steps in reverse (``reverse=True``) over those stacked values,
@@ -308,7 +310,7 @@ def _scan(kind):
     """The custom-gradient function of ``kind`` for the active backend (made once per backend)."""
     key = (kind, backends.backend_name())
     if key not in _scans:
-        _scans[key] = ops.custom_vjp(*_SCANS[kind])
+        _scans[key] = ops.custom_vjp(*_SCANS[kind], differentiable=True)  # fwd's operations: bwd's gradient
     return _scans[key]
 
 
