@@ -71,7 +71,7 @@ class Adam:
         p <- p - lr * (M_hat / (sqrt(V_hat) + eps) + wd * p)
 
     with the bias corrections M_hat = M / (1 - beta1^t), V_hat = V / (1 - beta2^t) at step t: one
-    :func:`d2lrnn.ops.adam_update` for all parameters (the framework's fused kernel where it has one).
+    :func:`d2lrnn.ops.adam_update` for all parameters.
     """
 
     name = "adam"
