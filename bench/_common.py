@@ -27,3 +27,10 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def scratch_gradient(backend):
+    """How the from-scratch models' gradient is computed on ``backend``: the hand-written BPTT of
+    ``d2lrnn/models/bptt.py``, or, on MXNet, its own autograd over the scans (``ops.custom_vjp``'s
+    ``differentiable``)."""
+    return "MXNet's autograd over the scans" if backend == "mxnet" else "hand-written BPTT"

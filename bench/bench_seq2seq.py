@@ -57,7 +57,7 @@ if __name__ == "__main__":  # before NumPy or a framework starts its thread pool
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import cpu_name, installed_python  # noqa: E402
+from bench._common import cpu_name, installed_python, scratch_gradient  # noqa: E402
 from bench.results import RESULTS, write_section  # noqa: E402
 from bench.seq2seq_reference import FRAMEWORKS, LOOPS  # noqa: E402
 
@@ -78,7 +78,7 @@ CONFIG = {
     "steps": (int, 100, "timed steps per round"),
     "num_examples": (int, None, "the first N sentence pairs of the file (default: all)"),
 }
-RECURRENCE = {"scratch": "d2lrnn GRU from scratch (hand-written BPTT)",
+RECURRENCE = {"scratch": "d2lrnn GRU from scratch ({gradient})",
               "concise": {"numpy": "d2lrnn GRU from scratch (NumPy has no layer)",
                           "torch": "torch.nn.GRU through d2lrnn", "tensorflow": "keras GRU through d2lrnn",
                           "mxnet": "gluon.rnn.GRU through d2lrnn", "jax": "flax GRUCell through d2lrnn",
@@ -282,8 +282,7 @@ def recurrence(row):
     if row["model"] == "reference":
         return LOOPS[row["backend"]]
     if row["model"] == "scratch":
-        return RECURRENCE["scratch"] if row["backend"] != "mxnet" else \
-            "d2lrnn GRU from scratch (MXNet's autograd over the scans)"
+        return RECURRENCE["scratch"].format(gradient=scratch_gradient(row["backend"]))
     return RECURRENCE["concise"][row["backend"]]
 
 

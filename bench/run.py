@@ -29,7 +29,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench._common import cpu_name, installed_python  # noqa: E402
+from bench._common import cpu_name, installed_python, scratch_gradient  # noqa: E402
 from bench.results import other_sections, write_section  # noqa: E402
 
 BACKENDS = ("numpy", "torch", "tensorflow", "mxnet", "jax", "paddle")
@@ -70,9 +70,8 @@ def best_of(rounds):
 
 def layer_of(row):
     backend, model, cell = row["backend"], row["model"], row["cell"]
-    if model == "scratch":  # MXNet differentiates the scans' forward pass (ops.custom_vjp, differentiable)
-        return "from scratch (MXNet's autograd over the scans)" if backend == "mxnet" else \
-            "from scratch (hand-written BPTT)"
+    if model == "scratch":
+        return f"from scratch ({scratch_gradient(backend)})"
     if model == "concise":
         return LAYERS[backend][cell] if backend in LAYERS else "scratch recurrence (NumPy has no layer)"
     return "plain loop: " + REFERENCE_LOOP[backend].format(layer=LAYERS[backend][cell])

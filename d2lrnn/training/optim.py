@@ -97,7 +97,7 @@ class Adam:
         n = len(params)
         new_params, Ms, Vs = ops.adam_update(params, grads, state[:n], state[n:], scalars, self.beta1,
                                              self.beta2, self.eps, self.weight_decay)
-        return list(new_params), list(Ms) + list(Vs)
+        return new_params, Ms + Vs
 
     def __repr__(self):
         return (f"Adam(lr={self.lr:g}, beta1={self.beta1:g}, beta2={self.beta2:g}, eps={self.eps:g}, "
