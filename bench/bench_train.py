@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import d2lrnn as d2l  # noqa: E402
 from bench.bench_data import time_data_epoch  # noqa: E402
 from d2lrnn import ops  # noqa: E402
+from d2lrnn.training.loop import placed  # noqa: E402
 
 VOCAB, HIDDEN, BATCH, STEPS = 28, 512, 32, 35
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
@@ -51,11 +52,11 @@ def flops_per_token(vocab=VOCAB, hidden=HIDDEN, cell="rnn"):
     return 6 * (GATES[cell] * (vocab * hidden + hidden * hidden) + hidden * vocab)
 
 
-def matmul_gflops(n=2048, repeats=5):
-    """Best float32 GFLOP/s of an n x n matmul on the active backend."""
+def matmul_gflops(n=2048, repeats=5, device=None):
+    """Best float32 GFLOP/s of an n x n matmul on the active backend (on ``device``)."""
     r = np.random.default_rng(0)
-    A = ops.from_numpy(r.standard_normal((n, n)).astype(np.float32))
-    B = ops.from_numpy(r.standard_normal((n, n)).astype(np.float32))
+    A = ops.from_numpy(r.standard_normal((n, n)).astype(np.float32), device)
+    B = ops.from_numpy(r.standard_normal((n, n)).astype(np.float32), device)
     ops.to_numpy(ops.matmul(A, B))
     best = float("inf")
     for _ in range(repeats):
@@ -88,22 +89,24 @@ def _batches(steps):
     return train_iter, [(ops.to_numpy(X), ops.to_numpy(Y)) for X, Y in train_iter]
 
 
-def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None):
+def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None,
+                     device=None):
     """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
-    epoch, steps timed and the first step's seconds. ``model`` 'reference' is ``framework``'s plain loop."""
+    epoch, steps timed and the first step's seconds. ``model`` 'reference' is ``framework``'s plain loop;
+    ``device`` (d2lrnn's models) where the parameters and minibatches live, a GPU for the reference."""
     d2l.manual_seed(0)
     train_iter, numpy_batches = _batches(steps)
     if model == "reference":
         from bench.reference import make_reference
 
-        ref = make_reference(framework, cell, VOCAB, hidden, BATCH)
+        ref = make_reference(framework, cell, VOCAB, hidden, BATCH, gpu=device is not None)
         batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
         per_batch, n, first = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
     else:
-        net = d2l.make_model(model, VOCAB, hidden, cell=cell)
-        train_step = d2l.make_train_step(net, 1.0, 1.0)
-        batches = list(train_iter)
-        state = [net.begin_state(BATCH)]
+        net = d2l.make_model(model, VOCAB, hidden, device, cell=cell)
+        train_step = d2l.make_train_step(net, 1.0, 1.0, device=device)
+        batches = [placed(batch, device) for batch in train_iter]
+        state = [net.begin_state(BATCH, device)]
 
         def step(batch):
             l, net.params, state[0] = train_step(net.params, *batch, state[0])
@@ -136,16 +139,24 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=HIDDEN)
     parser.add_argument("--num-steps", type=int, default=STEPS)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--gpu", action="store_true",
+                        help="train on the first GPU (torch and jax; bench/gpu_check.py runs these)")
     args = parser.parse_args(argv)
     reference = args.framework is not None
+    device = None
+    if args.gpu:
+        if d2l.num_gpus() == 0 and not reference:
+            parser.error(f"--gpu: {d2l.backend_name()} sees no GPU here; leave --gpu out to train on the CPU")
+        device = d2l.try_gpu() if not reference else "gpu"
     if reference:
         args.model = "reference"
         set_framework_threads(args.framework, 2)
     else:
         ops.set_num_threads(2)
-        ceiling_before = matmul_gflops()  # and again after: the same minutes of this shared machine
+        ceiling_before = matmul_gflops(device=device)  # and again after: the same minutes of this machine
     tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
-        args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework)
+        args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework,
+        device=device)
     result = {
         "backend": args.framework or d2l.backend_name(),
         "model": args.model,
@@ -158,7 +169,8 @@ def main(argv=None):
         "train_epoch_seconds": epoch_seconds,
         "data_epoch_seconds": None if reference else time_data_epoch(BATCH, args.num_steps, False),
         "gflops_model": tokens_per_sec * flops_per_token(VOCAB, args.hidden, args.cell) / 1e9,
-        "matmul_gflops": None if reference else max(ceiling_before, matmul_gflops()),
+        "matmul_gflops": None if reference else max(ceiling_before, matmul_gflops(device=device)),
+        "device": "gpu" if args.gpu else "cpu",
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
     }

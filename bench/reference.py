@@ -38,44 +38,50 @@ CELLS = ("rnn", "gru", "lstm")
 FRAMEWORKS = ("torch", "tensorflow", "mxnet", "jax", "paddle")
 
 
-def make_reference(framework, cell, vocab_size, num_hiddens, batch_size, lr=1.0, clip=1.0):
+def make_reference(framework, cell, vocab_size, num_hiddens, batch_size, lr=1.0, clip=1.0, gpu=False):
     """The plain-framework training loop for ``framework`` ('torch', 'tensorflow', 'mxnet', 'jax',
-    'paddle') and ``cell`` ('rnn': tanh RNN, 'gru', 'lstm')."""
+    'paddle') and ``cell`` ('rnn': tanh RNN, 'gru', 'lstm'); with ``gpu``, on the first GPU (torch
+    moves its model there, as its users do; JAX puts everything on its default device, the GPU when
+    there is one)."""
     if cell not in CELLS:
         raise ValueError(f"unknown cell {cell!r}; expected one of {CELLS}")
     builders = {"torch": TorchReference, "tensorflow": KerasReference, "mxnet": GluonReference,
                 "jax": FlaxReference, "paddle": PaddleReference}
     if framework not in builders:
         raise ValueError(f"unknown framework {framework!r}; expected one of {FRAMEWORKS}")
+    if gpu and framework not in ("torch", "jax"):
+        raise ValueError(f"the GPU reference runs torch and jax, not {framework!r}")
+    if framework == "torch":
+        return TorchReference(cell, vocab_size, num_hiddens, batch_size, lr, clip, "cuda" if gpu else "cpu")
     return builders[framework](cell, vocab_size, num_hiddens, batch_size, lr, clip)
 
 
 class TorchReference:
     """``torch.nn`` RNN/GRU/LSTM (time-major, as d2l does) + ``nn.Linear``, ``torch.optim.SGD``."""
 
-    def __init__(self, cell, vocab_size, num_hiddens, batch_size, lr, clip):
+    def __init__(self, cell, vocab_size, num_hiddens, batch_size, lr, clip, device="cpu"):
         import torch
         from torch import nn
 
-        self.torch, self.clip = torch, clip
+        self.torch, self.clip, self.device = torch, clip, torch.device(device)
         torch.manual_seed(0)
         layer_class = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[cell]
         self.layer_name = f"torch.nn.{layer_class.__name__}"
         self.vocab_size, self.num_hiddens, self.batch_size = vocab_size, num_hiddens, batch_size
         self.rnn = layer_class(vocab_size, num_hiddens)
         self.dense = nn.Linear(num_hiddens, vocab_size)
-        self.model = nn.ModuleDict({"rnn": self.rnn, "dense": self.dense})
+        self.model = nn.ModuleDict({"rnn": self.rnn, "dense": self.dense}).to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
         self.is_lstm = cell == "lstm"
         self.reset_state()
 
     def reset_state(self):
         """Zeros: the state the first batch starts from."""
-        zeros = self.torch.zeros(1, self.batch_size, self.num_hiddens)
+        zeros = self.torch.zeros(1, self.batch_size, self.num_hiddens, device=self.device)
         self.state = (zeros, zeros.clone()) if self.is_lstm else zeros
 
     def to_batch(self, X, Y):
-        return self.torch.from_numpy(np.asarray(X, np.int64)), self.torch.from_numpy(np.asarray(Y, np.int64))
+        return tuple(self.torch.from_numpy(np.asarray(a, np.int64)).to(self.device) for a in (X, Y))
 
     def forward(self, X, state):
         """Logits (num_steps * batch, vocab) in time-major order, and the new state."""
@@ -96,13 +102,14 @@ class TorchReference:
         return loss.item()
 
     def get_weights(self):
-        return {name: p.detach().numpy().copy() for name, p in self.model.named_parameters()}
+        return {name: p.detach().cpu().numpy().copy() for name, p in self.model.named_parameters()}
 
     def set_weights(self, weights):
         params = dict(self.model.named_parameters())
         with self.torch.no_grad():
             for name, value in weights.items():
-                params[name].copy_(self.torch.from_numpy(_checked(value, params[name].shape, name)))
+                value = self.torch.from_numpy(_checked(value, params[name].shape, name))
+                params[name].copy_(value.to(self.device))
 
 
 class KerasReference:

@@ -309,7 +309,13 @@ def num_gpus():
 
 
 def to_device(x, device):
-    """``x`` on ``device`` (no copy if it is already there)."""
+    """``x`` on ``device`` (no copy if it is already there); ``device`` None leaves it where it is."""
+
+
+def device_of(x):
+    """The device ``x`` lives on, as ``to_device`` and the creators (``zeros``, ``arange``, ...) take it, so
+    a tensor made inside a computation goes beside its inputs; None where the framework puts new tensors
+    where they are needed by itself (NumPy, TensorFlow, JAX)."""
 
 
 def set_num_threads(n):
@@ -340,7 +346,7 @@ SHIM_FUNCTIONS = (
     "in_place_hooks",
     # randomness, gradients, compilation, devices
     "manual_seed", "detach", "value_and_grad", "custom_vjp", "scan", "compile", "try_gpu", "cpu", "num_gpus",
-    "to_device", "set_num_threads",
+    "to_device", "device_of", "set_num_threads",
 )
 
 #: The book's other names for shim functions (``d2l.reduce_sum`` and so on).

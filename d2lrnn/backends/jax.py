@@ -577,7 +577,12 @@ def num_gpus():
 
 def to_device(x, device):
     # ``x`` placed on ``device``.
-    return jax.device_put(x, device)
+    return x if device is None else jax.device_put(x, device)
+
+
+def device_of(x):
+    # Arrays made without a device go to the default one and jit moves uncommitted inputs: nothing to say.
+    return None
 
 
 def set_num_threads(n):

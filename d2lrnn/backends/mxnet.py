@@ -743,7 +743,11 @@ def num_gpus():
 
 
 def to_device(x, device):
-    return x.as_in_context(device)
+    return x if device is None else x.as_in_context(device)
+
+
+def device_of(x):
+    return x.context
 
 
 def set_num_threads(n):
@@ -791,7 +795,7 @@ def _np_aware(fn):
 #: left as they are.
 _NOT_TENSOR_FUNCTIONS = ("native_rnn", "in_place_hooks", "value_and_grad", "custom_vjp", "scan", "compile",
                          "try_gpu", "cpu", "num_gpus", "manual_seed", "set_num_threads", "is_tensor", "shape",
-                         "size", "to_numpy")
+                         "size", "to_numpy", "device_of")
 
 
 def _make_np_aware():

@@ -649,6 +649,10 @@ def to_device(x, device):
     return _moved(x, device)
 
 
+def device_of(x):
+    return x.place
+
+
 def set_num_threads(n):
     # The threads of Paddle's CPU kernels (MKL and oneDNN's OpenMP pool); changes at once.
     paddle.base.core.set_num_threads(int(n))

@@ -672,8 +672,15 @@ def num_gpus():
 
 def to_device(x, device):
     # ``x`` copied to ``device`` (a device name, or a ``tf.distribute`` strategy's device).
+    if device is None:
+        return x
     with tf.device(_device_name(device)):
         return tf.identity(x)
+
+
+def device_of(x):
+    # TensorFlow copies an operation's inputs to where it runs: nothing to say.
+    return None
 
 
 def set_num_threads(n):

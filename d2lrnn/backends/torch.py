@@ -281,10 +281,11 @@ def _call(layer, weights, X, states, training):
     params = {}
     for slot, (W_x, W_h, b_x, b_h) in enumerate(weights):
         suffix = f"_l{slot // D}" + ("_reverse" if slot % D else "")
-        if layer.mode == "LSTM":
+        if layer.mode == "LSTM" or W_x.device.type != "cpu":
             # PyTorch runs its CPU LSTM on oneDNN, which copies a non-contiguous weight (the adapter's
             # transposed view) in the forward and again in the backward pass; one copy here serves both
-            # (~4% of a 512-unit step). Its RNN and GRU multiply by the transposed view as it lies.
+            # (~4% of a 512-unit step). Its CPU RNN and GRU multiply by the transposed view as it lies;
+            # cuDNN refuses a non-contiguous weight (flatten_parameters: "view size is not compatible").
             W_x, W_h = W_x.contiguous(), W_h.contiguous()
         params.update({f"weight_ih{suffix}": W_x, f"weight_hh{suffix}": W_h,
                        f"bias_ih{suffix}": b_x, f"bias_hh{suffix}": b_h})
@@ -473,7 +474,11 @@ def num_gpus():
 
 
 def to_device(x, device):
-    return x.to(device)
+    return x if device is None else x.to(device)
+
+
+def device_of(x):
+    return x.device
 
 
 def set_num_threads(n):

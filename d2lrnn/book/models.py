@@ -27,8 +27,10 @@ class FrameworkMethods:
     """What the book's cells call on a model the framework's way."""
 
     def to(self, device):
-        """The model itself (PyTorch's ``model = model.to(device)`` in the book's cells): d2lrnn places its
-        parameters on the device given when the model is built."""
+        """The model itself, its parameters moved to ``device`` (PyTorch's ``model = model.to(device)`` in
+        the book's cells, after building the model without one); its inputs go there too from then on."""
+        self.params = [ops.to_device(p, device) for p in self.params]
+        self.device = device
         return self
 
     def initialize(self, *args, **kwargs):

@@ -126,6 +126,7 @@ class _LayerModel(_LanguageModel):
         W_h* * M for every recurrent weight: the cell sees the masked weight, so a dropped entry gets no
         gradient. ``masks`` are :meth:`draw_masks`'s (drawn here from d2lrnn's generator if not given).
         """
+        X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
         drop = {}  # the masks by name (mask_shapes)
         if training and self.regularized:
             if masks is None:  # an eager call: a compiled step gets them as inputs (lm.train.lm_objective)
@@ -253,6 +254,7 @@ class RNNModelScratch(_LanguageModel):
 
     def forward(self, params, X, state, training=False):
         """Run the model with the given ``params`` (what ``value_and_grad`` differentiates)."""
+        X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
         if getattr(self.forward_fn, "accepts_indices", False):
             inputs = ops.transpose(X)
         else:

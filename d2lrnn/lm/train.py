@@ -19,7 +19,7 @@ from ..backends import backend_name, checked_indices, generator
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
-from ..training.loop import Task, fit, run_epoch
+from ..training.loop import Task, fit, placed, run_epoch
 from ..training.metrics import Accumulator, format_perplexity, perplexity
 from ..training.optim import SGD, Schedule, get_optimizer
 from .loss import lm_loss
@@ -117,18 +117,20 @@ class Updater(training_step.Updater):
         return super().__call__(params, *batch)
 
 
-def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=None, schedule=None):
+def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=None, schedule=None,
+                    device=None):
     """A training step ``(params, X, Y, state, *factors) -> (loss, new_params, new_state)``.
 
     Forward pass, gradients (through the whole minibatch, or truncated: ``truncation``, whose
     ``factors(num_steps)`` are the step's extra inputs), clipping to global norm ``clip`` (None:
     no clipping), and SGD with learning rate ``lr`` (the book's), or ``optimizer`` ('sgd',
     'adam', or a :class:`d2lrnn.training.optim.SGD` / :class:`d2lrnn.training.optim.Adam`) with ``lr`` as
-    its learning rate when given as a name. Returns an :class:`Updater`, which keeps the optimizer's state.
+    its learning rate when given as a name. Returns an :class:`Updater`, which keeps the optimizer's state;
+    ``device`` is where the parameters live (a GPU's step keeps its numbers there).
     """
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr)
-    return Updater(net, optimizer, clip, loss, truncation, schedule)
+    return Updater(net, optimizer, clip, loss, truncation, schedule, device)
 
 
 def make_eval_step(net, loss=lm_loss):
@@ -167,7 +169,8 @@ class LanguageModelTask(Task):
     def step_inputs(self, batch, carry):
         X, Y = batch
         state = state_for(self.net, X, carry, self.device, reset=self.reset)
-        inputs = (X, Y, state, *self.truncation.factors(ops.shape(X)[1]))
+        factors = [ops.to_device(f, self.device) for f in self.truncation.factors(ops.shape(X)[1])]
+        inputs = (X, Y, state, *factors)
         if takes_masks(self.net):  # drawn here, outside the compiled step: the same numbers on every backend
             inputs += (self.net.draw_masks(ops.shape(X)[0], self.mask_rng or generator()),)
         return inputs, ops.size(Y)
@@ -223,7 +226,8 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
     step = step or make_eval_step(net)
     state, metric = None, Accumulator(2)
     with quiet_numerics():
-        for X, Y in data_iter:
+        for batch in data_iter:
+            X, Y = placed(batch, device)
             state = state_for(net, X, state, device)
             l, state = step(net.params, X, Y, state)
             n = ops.size(Y)

@@ -156,10 +156,11 @@ def state_gradient_norms(net, X, Y, state=None, loss=None):
     distance d (d = T: the state the minibatch starts from). For an LSTM, H and C together count
     as the state.
     """
-    loss = loss or lm_loss
+    loss, device = loss or lm_loss, getattr(net, "device", None)
+    X, Y = ops.to_device(X, device), ops.to_device(Y, device)  # beside the parameters (a GPU's)
     B, T = ops.shape(X)
     if state is None:
-        state = net.begin_state(B, getattr(net, "device", None))
+        state = net.begin_state(B, device)
     params, n = net.params, len(state)
 
     def last_step_loss(probes, X, Y, state):

@@ -29,7 +29,8 @@ def _sequence_mask(X, valid_len, value=0.0):
     """:func:`sequence_mask` unchecked: what the (compiled) losses run."""
     shape = ops.shape(X)
     batch, steps = shape[0], shape[1]
-    positions = ops.reshape(ops.astype(ops.arange(steps), "float32"), (1, steps))
+    positions = ops.arange(steps, device=ops.device_of(valid_len))  # beside the lengths (a GPU's)
+    positions = ops.reshape(ops.astype(positions, "float32"), (1, steps))
     lengths = ops.reshape(ops.astype(valid_len, "float32"), (batch, 1))
     kind = _kind_of(X)
     mask = ops.reshape(ops.astype(positions < lengths, kind), (batch, steps) + (1,) * (len(shape) - 2))
@@ -49,7 +50,7 @@ def _masked_step_losses(pred, label, valid_len):
     """(M * l, M): the cross-entropy of every step, zero past each valid length, and the mask."""
     batch, steps, classes = ops.shape(pred)
     losses = ops.softmax_cross_entropy(ops.reshape(pred, (batch * steps, classes)), ops.reshape(label, (-1,)))
-    weights = _sequence_mask(ops.ones((batch, steps)), valid_len)
+    weights = _sequence_mask(ops.ones((batch, steps), device=ops.device_of(pred)), valid_len)
     return ops.reshape(losses, (batch, steps)) * weights, weights
 
 

@@ -131,7 +131,7 @@ class Seq2SeqEncoder(Encoder):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(src_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size, num_hiddens, num_layers, dropout, reset_after)
-        self.num_hiddens, self.kind = self.rnn.num_hiddens, _kind(self.rnn)
+        self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
             init_weights(self.rnn.shapes(), device)
         self.param_names = ("embedding",) + self.rnn.names
@@ -140,8 +140,9 @@ class Seq2SeqEncoder(Encoder):
         return (checked_indices("X", X, self.vocab_size, "the source vocabulary"), *args)
 
     def forward(self, params, X, *args, training=False):
+        X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
         E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
-        state = self.rnn.begin_state(ops.shape(X)[0])
+        state = self.rnn.begin_state(ops.shape(X)[0], self.device)
         return self.rnn.forward(params[1:], E, state, training)
 
 
@@ -162,7 +163,7 @@ class Seq2SeqDecoder(Decoder):
         num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
                                    reset_after)
-        self.num_hiddens, self.kind = self.rnn.num_hiddens, _kind(self.rnn)
+        self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
             init_weights(self.rnn.shapes() + [(num_hiddens, self.vocab_size), (self.vocab_size,)], device)
         self.param_names = ("embedding",) + self.rnn.names + ("W_hq", "b_q")
@@ -177,11 +178,12 @@ class Seq2SeqDecoder(Decoder):
 
     def forward(self, params, X, state, training=False):
         context, rnn_state = state[0], tuple(state[1:])
+        X = ops.to_device(X, self.device)
         E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
         if getattr(self.rnn, "native", None) is None:  # the cell's own recurrence
             Hs, rnn_state = self.rnn.forward(self.fold_context(params[1:-2], context), E, rnn_state, training)
         else:  # a framework layer reads [E_t, c] at every step
-            C = ops.zeros((ops.shape(E)[0], 1, 1)) + context
+            C = ops.zeros((ops.shape(E)[0], 1, 1), device=self.device) + context
             Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
         O = ops.matmul(ops.transpose(Hs, (1, 0, 2)), params[-2]) + params[-1]  # (batch, num_steps, vocab)
         return O, (context,) + rnn_state

@@ -16,7 +16,7 @@ from .. import checks, ops
 from ..backends import backend_name, checked_indices, checked_lengths
 from ..errors import DataError
 from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
-from ..training.loop import Task, fit
+from ..training.loop import Task, fit, placed
 from ..training.metrics import Accumulator
 from ..training.optim import get_optimizer
 from ..training.step import Updater
@@ -71,12 +71,13 @@ def target_tokens(Y_valid_len):
     return float(ops.to_numpy(ops.sum(Y_valid_len)))
 
 
-def evaluate_loss(net, data_iter, tgt_vocab, step=None, summed=False):
+def evaluate_loss(net, data_iter, tgt_vocab, step=None, summed=False, device=None):
     """The loss per valid target token of ``net`` on ``data_iter`` (teacher forcing, no dropout)."""
     step = step or ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed))
     metric = Accumulator(2)
     with quiet_numerics():
-        for X, X_valid_len, Y, Y_valid_len in data_iter:
+        for batch in data_iter:
+            X, X_valid_len, Y, Y_valid_len = placed(batch, device)
             l, _ = step(net.params, X, X_valid_len, Y, Y_valid_len)
             n = target_tokens(Y_valid_len)
             metric.add(batch_total(float(ops.to_numpy(l)), n, summed), n)
@@ -95,12 +96,12 @@ def references(data_iter, tgt_vocab):
     return [line[:-1] if line and line[-1] == "<eos>" else line for line in lines]
 
 
-def evaluate_bleu(net, data_iter, tgt_vocab, beam_size=1, alpha=ALPHA, k=BLEU_K, max_len=None):
+def evaluate_bleu(net, data_iter, tgt_vocab, beam_size=1, alpha=ALPHA, k=BLEU_K, max_len=None, device=None):
     """Corpus BLEU-``k`` (uniform weights) of ``net``'s translations of ``data_iter``'s source sentences,
     greedy or with beam search, against its target sentences."""
     X, X_valid_len = data_iter.arrays[0], data_iter.arrays[1]
     max_len = max_len or X.shape[1]
-    preds = translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size, alpha)
+    preds = translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size, alpha, device=device)
     labels = [" ".join(r) for r in references(data_iter, tgt_vocab)]
     return corpus_bleu([" ".join(p) for p in preds], labels, k)
 
@@ -131,8 +132,8 @@ class EncoderDecoderTask(Task):
     empty_message = "the training iterator produced no sentence pair: give more pairs"
     name, ylabel = "train_seq2seq", "loss per token / BLEU"
 
-    def __init__(self, tgt_vocab, val_iter=None, eval_step=None, bleu_every=1, summed=False):
-        self.tgt_vocab, self.val_iter, self.eval_step = tgt_vocab, val_iter, eval_step
+    def __init__(self, tgt_vocab, val_iter=None, eval_step=None, bleu_every=1, summed=False, device=None):
+        self.tgt_vocab, self.val_iter, self.eval_step, self.device = tgt_vocab, val_iter, eval_step, device
         self.bleu_every, self.summed = bleu_every, summed
         validation = ["validation loss", "validation BLEU"] if val_iter is not None else []
         self.legend = ["train loss"] + validation
@@ -157,9 +158,9 @@ class EncoderDecoderTask(Task):
     def validate(self, net, epoch, last):
         if self.val_iter is None:
             return {"val_loss": None, "val_bleu": None}
-        val_loss = evaluate_loss(net, self.val_iter, self.tgt_vocab, self.eval_step, self.summed)
+        val_loss = evaluate_loss(net, self.val_iter, self.tgt_vocab, self.eval_step, self.summed, self.device)
         scored = last() or epoch % self.bleu_every == 0
-        val_bleu = evaluate_bleu(net, self.val_iter, self.tgt_vocab) if scored else None
+        val_bleu = evaluate_bleu(net, self.val_iter, self.tgt_vocab, device=self.device) if scored else None
         return {"val_loss": val_loss, "val_bleu": val_bleu}
 
     def postfix(self, row):
@@ -200,7 +201,7 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed)
     eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
         if val_iter else None
-    task = EncoderDecoderTask(tgt_vocab, val_iter, eval_step, bleu_every, summed)
+    task = EncoderDecoderTask(tgt_vocab, val_iter, eval_step, bleu_every, summed, device)
     return fit(net, data_iter, step, task, num_epochs, history=history, progress=progress, plot=plot,
                on_epoch=on_epoch, time_budget=time_budget)
 

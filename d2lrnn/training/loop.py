@@ -15,7 +15,7 @@ import copy
 import functools
 import math
 
-from .. import checks
+from .. import checks, ops
 from ..errors import ArgumentError, DataError
 from .guard import DivergenceGuard, quiet_numerics
 from .metrics import Accumulator, Timer, clock
@@ -37,6 +37,8 @@ class Task:
     name = "training"
     #: the plot's title, y label and legend
     title, ylabel, legend = "", "", ()
+    #: where the parameters live; each minibatch is moved there before its step (None: left where it is)
+    device = None
 
     def step_inputs(self, batch, carry):
         """What the compiled step gets for minibatch ``batch`` (after the parameters), and the number of
@@ -87,12 +89,19 @@ def check_history(history, num_epochs, keys, name):
     return {key: list(history[key]) for key in keys}
 
 
+def placed(batch, device):
+    """The minibatch's tensors on ``device`` (as the book's loops do with ``X.to(device)``): the data
+    iterators make them on the CPU, and a GPU's parameters need their inputs beside them."""
+    return tuple(ops.to_device(a, device) for a in batch)
+
+
 def run_epoch(net, batches, step, task, guard, epoch=1, on_batch=None):
     """Train ``net`` on every minibatch of ``batches`` once; return (the task's training figure, tokens
     per second). A loss or parameter that becomes NaN or inf stops training (``guard``)."""
     carry, timer, metric = None, Timer(), Accumulator(2)  # sums of loss * tokens, tokens
     with quiet_numerics():
         for i, batch in enumerate(batches, 1):
+            batch = placed(batch, task.device)
             inputs, tokens = task.step_inputs(batch, carry)
             params = net.params
             loss, new_params, aux = step(params, *inputs)

@@ -422,6 +422,7 @@ NOT_DIFFERENTIABLE = {
     "manual_seed": "seeds the generators: returns nothing",
     "try_gpu": "returns a device",
     "cpu": "returns a device",
+    "device_of": "returns a device",
     "num_gpus": "returns a Python int",
     "set_num_threads": "configures thread pools: returns nothing",
     "in_place_hooks": "declares in-place hooks (attached gradients, assignment): computes nothing itself",

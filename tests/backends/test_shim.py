@@ -230,6 +230,9 @@ CASES = {
     "cpu": [(lambda x: ops.to_device(x, ops.cpu()) + 1.0, [f32(2, 2)], False)],
     "num_gpus": [(lambda: ops.num_gpus() == framework_gpu_count(), [], False)],
     "to_device": [(lambda x: ops.to_device(x, ops.cpu()), [f32(2, 2)], True)],
+    # a tensor made on x's device adds to x; to_device(x, None) leaves x as it is
+    "device_of": [(lambda x: ops.to_device(x, None) + ops.ones((2, 2), device=ops.device_of(x)), [f32(2, 2)],
+                   True)],
     "set_num_threads": [(lambda x: (ops.set_num_threads(2), x + 1.0)[1], [f32(2)], False)],
     "scan": [(_scan_rnn, [f32(2, 3), f32(4, 2, 3), f32(3, 3) * 0.5], True),
              (lambda *a: _scan_tuples(*a, False), [f32(2, 3), f32(2, 3), f32(5, 2, 3), f32(5, 2, 3),

@@ -893,6 +893,22 @@ def test_to_device_keeps_the_values(where):
         assert moved.place == device
 
 
+@pytest.mark.parametrize("where", ["cpu", "try_gpu"])
+def test_device_of_is_where_the_tensor_lives(where):
+    # what to_device put somewhere, device_of names (or None where the framework places tensors itself),
+    # and the creators take it: what a model's forward pass makes goes beside its inputs (a GPU's)
+    device, x = getattr(ops, where)(), f32(3, 4)
+    moved = ops.to_device(t(x), device)
+    named = ops.device_of(moved)
+    if d2l.backend_name() in ("numpy", "tensorflow", "jax"):
+        assert named is None
+    else:
+        assert named == device
+    check(ops.zeros((2,), device=named), np.zeros(2))
+    check(ops.arange(3, device=named), np.arange(3), dtype=np.int64)
+    check(ops.to_device(moved, None), x)
+
+
 def test_set_num_threads(monkeypatch):
     # returns nothing on every backend, and later operations still give the right numbers
     name = d2l.backend_name()
@@ -980,6 +996,7 @@ VALUE_TESTS = {
     "scan": ["test_scan"],
     "num_gpus": ["test_num_gpus_is_the_frameworks_count"],
     "to_device": ["test_to_device_keeps_the_values"],
+    "device_of": ["test_device_of_is_where_the_tensor_lives"],
     "in_place_hooks": ["test_imperative_book_step_is_the_clipped_sgd_formula"],
 }
 

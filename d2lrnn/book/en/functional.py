@@ -299,7 +299,7 @@ class RNNScratchMethods:
         """``(outputs, H)`` for time-major ``inputs``: the list of every step's H_t, and the last;
         ``state`` is None (zeros) or the one-tuple ``(H,)``."""
         if state is None:
-            H = ops.zeros((ops.shape(inputs)[1], self.num_hiddens))
+            H = ops.zeros((ops.shape(inputs)[1], self.num_hiddens), device=ops.device_of(inputs))
         else:
             (H,) = state
             H = ops.reshape(H, (-1, self.num_hiddens))

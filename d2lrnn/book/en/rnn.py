@@ -27,7 +27,7 @@ class RNNScratchMethods:
         """``(outputs, H)`` for time-major ``inputs`` (num_steps, batch, num_inputs): ``outputs`` is the list
         of every step's H_t; ``state`` is None (zeros) or the one-tuple ``(H,)``."""
         if state is None:
-            H = ops.zeros((ops.shape(inputs)[1], self.num_hiddens), device=_device_of(inputs))
+            H = ops.zeros((ops.shape(inputs)[1], self.num_hiddens), device=ops.device_of(inputs))
         else:
             (H,) = state
             H = ops.reshape(H, (-1, self.num_hiddens))
@@ -36,10 +36,6 @@ class RNNScratchMethods:
         params = [ops.reshape(p, ops.shape(p)) for p in (self.W_xh, self.W_hh, self.b_h)]
         Hs, (H,) = rnn_scan(inputs, (H,), params)
         return list(ops.unstack(ops.reshape(Hs, (ops.shape(inputs)[0], -1, self.num_hiddens)))), H
-
-
-def _device_of(x):
-    return getattr(x, "device", None) if not callable(getattr(x, "device", None)) else None
 
 
 class ScratchLMOutputs:

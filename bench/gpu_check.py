@@ -1,0 +1,152 @@
+"""d2lrnn on a GPU machine: the training benchmark's rows on the GPU, and the readers' paths run there.
+
+    python bench/gpu_check.py --out DIR [--book BOOK] [--seconds 3] [--skip-bench] [--skip-smoke]
+
+Made for a machine lent for a few minutes (PyTorch and JAX with CUDA installed, nothing to fetch), so
+one call does everything and writes as it goes:
+
+* ``DIR/gpu_bench.jsonl``: ``bench/bench_train.py --gpu`` for torch and JAX, RNN, GRU and LSTM, each of
+  d2lrnn's from-scratch and concise models and the plain framework loop (``bench/reference.py`` on the
+  GPU), one fresh process per row, one after another so no row shares the GPU with another;
+* ``DIR/gpu_smoke.txt``: every chapter notebook of ``chapters/`` in quick mode on torch and JAX (their
+  code cells in one namespace, as a kernel runs them; ``d2l.try_gpu()`` is the GPU there), and, with
+  ``--book`` (a folder holding the book's ``d2l-zh`` and ``d2l-en`` chapters), the book checker's torch
+  and jax columns of both editions with shortened epochs (``bench/book_check.py``): what a reader who
+  trains on a GPU runs. These go in parallel, after the benchmark.
+
+``python bench/results.py``'s GPU table reads ``gpu_bench.jsonl`` (``--gpu``).
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BACKENDS = ("torch", "jax")
+CELLS = ("rnn", "gru", "lstm")
+MODELS = ("reference", "scratch", "concise")
+
+
+def bench_rows(out, seconds, backends=BACKENDS, models=MODELS):
+    """One ``bench_train.py --gpu`` process per backend, cell and model, each line appended to the file."""
+    path = out / "gpu_bench.jsonl"
+    for backend in backends:
+        for cell in CELLS:
+            for model in models:
+                which = ["--framework", backend] if model == "reference" else ["--model", model]
+                cmd = [sys.executable, str(ROOT / "bench" / "bench_train.py"), "--gpu", "--cell", cell,
+                       "--seconds", str(seconds), *which]
+                env = dict(os.environ, D2LRNN_BACKEND=backend)
+                start = time.perf_counter()
+                try:
+                    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+                    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+                    row = json.loads(lines[-1]) if run.returncode == 0 and lines else {
+                        "error": (run.stderr or run.stdout).strip().splitlines()[-3:]}
+                except subprocess.TimeoutExpired:
+                    row = {"error": "timed out after 60 s"}
+                row.update(backend=backend, cell=cell, model=model, wall=time.perf_counter() - start)
+                with open(path, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+
+
+def chapter_code(path):
+    """A chapter's code cells as one program, IPython's ``%`` lines left out."""
+    blocks = re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+    return "\n".join(line for block in blocks for line in block.splitlines() if not line.startswith("%"))
+
+
+def run_chapter(path):
+    """Run one chapter's cells here (a child process of the smoke run) and say where its model trained."""
+    try:
+        import IPython.display  # noqa: F401
+    except ImportError:  # no IPython on the GPU machine: its display becomes a print
+        import types
+
+        module = types.ModuleType("IPython.display")
+        module.Markdown = str
+        module.display = print
+        ipython = types.ModuleType("IPython")
+        ipython.get_ipython, ipython.version_info, ipython.display = lambda: None, (9, 0), module
+        sys.modules["IPython"] = ipython
+        sys.modules["IPython.display"] = module
+    namespace = {"__name__": "__main__"}
+    exec(compile(chapter_code(pathlib.Path(path)), path, "exec"), namespace)
+    devices = sorted({str(getattr(p, "device", None) or getattr(p, "devices", lambda: None)())
+                      for value in namespace.values() for p in (getattr(value, "params", None) or [])[:1]})
+    print(f"params on: {', '.join(devices) or 'no model with .params'}")
+
+
+def smoke(out, book, deadline):
+    """The chapters and, with ``book``, the book checker's columns, in parallel, each writing its own log
+    as it goes (what finished is there if the machine's time runs out); then the logs in one file."""
+    # Several processes share the GPU here: JAX must not take 75% of its memory in each as it starts.
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    commands = {}
+    for backend in BACKENDS:
+        commands[f"chapters-{backend}"] = ["bash", "-c", " ; ".join(
+            f"echo '== {p.name}'; timeout 300 {sys.executable} {__file__} --chapter {p} 2>&1 | tail -12"
+            for p in sorted((ROOT / "chapters").glob("*.md")))]
+    if book is not None:
+        for edition in ("d2l-zh", "d2l-en"):
+            commands[f"book-{edition}"] = [
+                sys.executable, str(ROOT / "bench" / "book_check.py"), "--edition", edition,
+                "--book", str((book / edition).resolve()), "--columns", *BACKENDS, "--timeout", "300",
+                "--epochs", "500=5", "300=5", "100=3", "50=3", "30=3",
+                *[f"--python={b}={sys.executable}" for b in BACKENDS]]
+    jobs = {}
+    for name, cmd in commands.items():
+        backend = name.rsplit("-", 1)[-1]
+        env = dict(os.environ, D2LRNN_QUICK="1", MPLBACKEND="Agg",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        if backend in BACKENDS:
+            env["D2LRNN_BACKEND"] = backend
+        log = open(logs / f"{name}.txt", "w")
+        jobs[name] = (subprocess.Popen(cmd, env=env, cwd=logs, stdout=log, stderr=subprocess.STDOUT), log)
+    with open(out / "gpu_smoke.txt", "w") as f:
+        for name, (job, log) in jobs.items():
+            try:
+                code = job.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                job.kill()
+                code = "killed at the deadline"
+            log.close()
+            text = (logs / f"{name}.txt").read_text()
+            f.write(f"#### {name} (exit {code})\n{text}\n")
+            print(f"#### {name} (exit {code})\n{text[-4000:]}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path)
+    parser.add_argument("--book", type=pathlib.Path, help="a folder holding the book's d2l-zh and d2l-en")
+    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per benchmark row")
+    parser.add_argument("--skip-bench", action="store_true")
+    parser.add_argument("--bench-backends", nargs="+", choices=BACKENDS, default=BACKENDS)
+    parser.add_argument("--bench-models", nargs="+", choices=MODELS, default=MODELS)
+    parser.add_argument("--skip-smoke", action="store_true")
+    parser.add_argument("--minutes", type=float, default=8.5, help="the smoke runs stop at this many minutes")
+    parser.add_argument("--chapter", help=argparse.SUPPRESS)  # the smoke run's child: one chapter
+    args = parser.parse_args(argv)
+    if args.chapter:
+        return run_chapter(args.chapter)
+    if args.out is None:
+        parser.error("--out DIR: where the results go")
+    args.out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + 60 * args.minutes
+    if not args.skip_bench:
+        bench_rows(args.out, args.seconds, args.bench_backends, args.bench_models)
+    if not args.skip_smoke:
+        smoke(args.out, args.book, deadline)
+
+
+if __name__ == "__main__":
+    main()
