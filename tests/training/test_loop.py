@@ -70,9 +70,9 @@ def test_a_models_inputs_go_to_its_device(moved):
     # net(X, state) with X made on the CPU (as the iterators make it): the model puts X beside its
     # parameters; model.to(device), the book's PyTorch form, moves the parameters and sets the device
     net = d2l.RNNModelScratch(28, 8)
-    before = [ops.to_numpy(p) for p in net.params]
+    before, ids = [ops.to_numpy(p) for p in net.params], {id(p) for p in net.params}
     assert net.to(moved.device) is net and net.device == moved.device
-    assert {id(p) for p in net.params} <= moved
+    assert ids <= moved
     for got, want in zip(net.params, before):
         assert (ops.to_numpy(got) == want).all()
     X = ops.tensor([[1, 2, 3]])
