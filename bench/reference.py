@@ -51,9 +51,8 @@ def make_reference(framework, cell, vocab_size, num_hiddens, batch_size, lr=1.0,
         raise ValueError(f"unknown framework {framework!r}; expected one of {FRAMEWORKS}")
     if gpu and framework not in ("torch", "jax"):
         raise ValueError(f"the GPU reference runs torch and jax, not {framework!r}")
-    if framework == "torch":
-        return TorchReference(cell, vocab_size, num_hiddens, batch_size, lr, clip, "cuda" if gpu else "cpu")
-    return builders[framework](cell, vocab_size, num_hiddens, batch_size, lr, clip)
+    placement = {"device": "cuda" if gpu else "cpu"} if framework == "torch" else {}
+    return builders[framework](cell, vocab_size, num_hiddens, batch_size, lr, clip, **placement)
 
 
 class TorchReference:

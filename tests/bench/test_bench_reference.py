@@ -12,11 +12,15 @@ Runs on torch, tensorflow, mxnet, jax and paddle (D2LRNN_BACKEND); the numpy bac
 """
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+import d2lrnn as d2l
 from bench.reference import CELLS, FRAMEWORKS, make_reference
 
 VOCAB, HIDDEN, BATCH, STEPS = 6, 5, 3, 4
@@ -189,3 +193,22 @@ def test_unknown_names_are_refused():
         make_reference("caffe", "gru", VOCAB, HIDDEN, BATCH)
     with pytest.raises(ValueError, match="cell"):
         make_reference("torch", "transformer", VOCAB, HIDDEN, BATCH)
+
+
+def test_the_gpu_reference_is_torchs_and_jaxs_only():
+    # bench/gpu_check.py times torch and JAX on a GPU; another framework's plain loop there is refused
+    # before the framework is imported
+    with pytest.raises(ValueError, match="the GPU reference runs torch and jax, not 'tensorflow'"):
+        make_reference("tensorflow", "rnn", 28, 8, 2, gpu=True)
+
+
+def test_bench_train_on_a_gpu_says_when_there_is_none():
+    # this machine has no GPU: --gpu is refused with the fix, not run on the CPU under the GPU's name
+    # (a child process: bench_train.py sets thread variables as it is imported)
+    assert d2l.num_gpus() == 0, "the test machines have no GPU"
+    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "bench_train.py"
+    run = subprocess.run([sys.executable, str(script), "--gpu", "--seconds", "0.1"], capture_output=True,
+                         text=True, env=dict(os.environ, D2LRNN_BACKEND=d2l.backend_name()),
+                         timeout=300)  # a hang guard only: it takes about 3 s
+    assert run.returncode == 2, run.stderr
+    assert f"--gpu: {d2l.backend_name()} sees no GPU here; leave --gpu out" in run.stderr
