@@ -14,7 +14,9 @@ one call does everything and writes as it goes:
   and jax columns of both editions with shortened epochs (``bench/book_check.py``): what a reader who
   trains on a GPU runs. These go in parallel, after the benchmark.
 
-``python bench/results.py``'s GPU table reads ``gpu_bench.jsonl`` (``--gpu``).
+``python bench/gpu_check.py --table DIR/gpu_bench.jsonl`` prints its rows as the markdown table of
+``bench/RESULTS.md`` ("On a GPU"): tokens/s, and each d2lrnn row over the plain loop of its backend
+and cell in the same file.
 """
 
 import argparse
@@ -54,6 +56,28 @@ def bench_rows(out, seconds, backends=BACKENDS, models=MODELS):
                 with open(path, "a") as f:
                     f.write(json.dumps(row) + "\n")
                 print(json.dumps(row), flush=True)
+
+
+def table(rows):
+    """The markdown table of ``gpu_bench.jsonl``'s rows: per backend and cell, the plain loop's tokens/s
+    and each d2lrnn model's, with its ratio to that plain loop (a failed row says so)."""
+    by_key = {(r["backend"], r["cell"], r["model"]): r for r in rows}
+    lines = ["| backend | cell | plain loop tokens/s | scratch tokens/s | scratch / plain | concise tokens/s "
+             "| concise / plain |", "|---|---|---:|---:|---:|---:|---:|"]
+    for backend in dict.fromkeys(r["backend"] for r in rows):
+        for cell in CELLS:
+            reference = by_key.get((backend, cell, "reference"))
+            plain = (reference or {}).get("tokens_per_sec")
+            cells = [f"{plain:,.0f}" if plain else "failed" if reference else "not run"]
+            for model in ("scratch", "concise"):
+                row = by_key.get((backend, cell, model))
+                if row is None or "error" in row:
+                    cells += ["failed" if row else "not run", "—"]
+                else:
+                    ratio = f"{row['tokens_per_sec'] / plain:.2f}x" if plain else "—"
+                    cells += [f"{row['tokens_per_sec']:,.0f}", ratio]
+            lines.append(f"| {backend} | {cell.upper()} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def chapter_code(path):
@@ -134,10 +158,14 @@ def main(argv=None):
     parser.add_argument("--bench-models", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--skip-smoke", action="store_true")
     parser.add_argument("--minutes", type=float, default=8.5, help="the smoke runs stop at this many minutes")
+    parser.add_argument("--table", type=pathlib.Path, metavar="JSONL", help="print that file as a table")
     parser.add_argument("--chapter", help=argparse.SUPPRESS)  # the smoke run's child: one chapter
     args = parser.parse_args(argv)
     if args.chapter:
         return run_chapter(args.chapter)
+    if args.table:
+        rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+        return print(table(rows))
     if args.out is None:
         parser.error("--out DIR: where the results go")
     args.out.mkdir(parents=True, exist_ok=True)

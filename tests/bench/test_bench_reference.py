@@ -212,3 +212,16 @@ def test_bench_train_on_a_gpu_says_when_there_is_none():
                          timeout=300)  # a hang guard only: it takes about 3 s
     assert run.returncode == 2, run.stderr
     assert f"--gpu: {d2l.backend_name()} sees no GPU here; leave --gpu out" in run.stderr
+
+
+def test_the_gpu_table_gives_each_row_over_its_plain_loop():
+    from bench.gpu_check import table
+
+    rows = [{"backend": "torch", "cell": "rnn", "model": "reference", "tokens_per_sec": 200_000.0},
+            {"backend": "torch", "cell": "rnn", "model": "scratch", "tokens_per_sec": 50_000.0},
+            {"backend": "torch", "cell": "rnn", "model": "concise", "error": ["cuDNN refused"]},
+            {"backend": "torch", "cell": "gru", "model": "scratch", "tokens_per_sec": 1_234.0}]
+    lines = table(rows).splitlines()
+    assert lines[2] == "| torch | RNN | 200,000 | 50,000 | 0.25x | failed | — |"
+    assert lines[3] == "| torch | GRU | not run | 1,234 | — | not run | — |"
+    assert lines[4] == "| torch | LSTM | not run | not run | — | not run | — |"
