@@ -4,8 +4,9 @@ the parser whose errors are one line with exit code 2, and the help formatter.""
 import argparse
 import math
 
-from .. import checks
-from ..backends import available_backends
+from .. import checks, ops
+from ..backends import available_backends, backend_name
+from ..errors import ArgumentError
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -182,3 +183,27 @@ SHARED_SETTING_TYPES = {"num_layers": at_most(positive_int, checks.MAX_LAYERS), 
                         "num_steps": at_most(positive_int, checks.MAX_NUM_STEPS), "lr": positive_float,
                         "clip": positive_float, "epochs": at_most(positive_int, checks.MAX_EPOCHS),
                         "val_fraction": fraction, "seed": seed_value}
+
+
+#: ``--device``'s help, the same on every command.
+DEVICE_HELP = ("gpu: the backend's first GPU, cpu: the CPU (default: the framework's own choice, the CPU "
+               "except on JAX, which takes its default device)")
+
+
+def add_device(parser):
+    """``--device cpu|gpu``: where the model lives (not a setting of the run: a resumed run may move)."""
+    parser.add_argument("--device", choices=("cpu", "gpu"), default=None, help=DEVICE_HELP)
+
+
+def placement(choice):
+    """The active backend's device for ``--device`` (None: the framework's own choice); a GPU that is not
+    there is a one-line error."""
+    if choice is None:
+        return None
+    if choice == "cpu":
+        return ops.cpu()
+    if ops.num_gpus() == 0:
+        raise ArgumentError(f"--device gpu: {backend_name()} sees no GPU here: leave --device out (or give "
+                            "--device cpu) to run on the CPU")
+    return ops.try_gpu()
+

@@ -19,7 +19,7 @@ from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
 from ..training import checkpoint, memory
 from ..training.metrics import clock
 from ..training.runs import open_run_folder
-from .args import HelpFormatter, backend_choice, folder, limit_text
+from .args import HelpFormatter, add_device, backend_choice, folder, limit_text, placement
 from .resumed import check_history, run_id_of, short
 from .saving import RunSaver, restore_generators, restore_optimizer
 
@@ -68,11 +68,13 @@ class TrainingCommand:
         renewable = ", ".join(f"--{key}" for key in self.renewable)
         where.add_argument("--resume", type=folder, default=None, metavar="DIR",
                            help="continue the interrupted run in DIR from its last finished epoch, with its "
-                                f"settings (only {renewable}, --backend and --no-progress may be given)")
+                                f"settings (only {renewable}, --backend, --device and --no-progress may be "
+                                "given)")
         parser.add_argument("--overwrite", action="store_true",
                             help="let a new run replace the run in --out (its files are replaced when the "
                                  "first epoch ends)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_device(parser)
         parser.set_defaults(run=self.run)
         return parser
 
@@ -286,6 +288,7 @@ class TrainingCommand:
 
     def train_here(self, args, backend, start, early):
         """The run on the already active backend."""
+        args.placement = placement(args.device)  # where the model lives: build, load_run and report use it
         data = self.data(args, early)
         digest = self.digest(data)
         resumed = args.resume is not None

@@ -331,13 +331,13 @@ class LanguageModelCommand(TrainingCommand):
         data.prefixes = sample_prefixes(args.corpus, data.vocab, data.val_iter.corpus)
 
     def build(self, args, data):
-        return make_model(args.model, len(data.vocab), args.hidden, cell=args.cell,
+        return make_model(args.model, len(data.vocab), args.hidden, args.placement, cell=args.cell,
                           num_layers=args.num_layers, dropout=args.dropout, input_dropout=args.input_dropout,
                           output_dropout=args.output_dropout, init=args.init,
                           locked_dropout=bool(args.locked_dropout), weight_drop=args.weight_drop)
 
     def load_run(self, path, args, data, digest):
-        net, saved_vocab, info = load_checkpoint(path, follow_symlinks=False)
+        net, saved_vocab, info = load_checkpoint(path, args.placement, follow_symlinks=False)
         saved = info["hparams"].get("corpus_sha1")
         if saved_vocab != data.vocab or saved not in (digest, corpus_digest(data.train_iter, data.val_iter,
                                                                              int64=True)):
@@ -383,7 +383,7 @@ class LanguageModelCommand(TrainingCommand):
 
     def report(self, args, out, data, epochs_done):
         """The best epoch's perplexities against the baselines, and samples from the saved best model."""
-        net, vocab, info = load_checkpoint(out / "model.npz")
+        net, vocab, info = load_checkpoint(out / "model.npz", args.placement)
         history = info["history"]
         print()
         print(perplexity_table(args.model, history["train_ppl"][-1], history["val_ppl"][-1], data.baselines,

@@ -239,10 +239,10 @@ class TranslationCommand(TrainingCommand):
 
     def build(self, args, data):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
-                            args.num_layers, args.dropout, rnn=args.model)
+                            args.num_layers, args.dropout, rnn=args.model, device=args.placement)
 
     def load_run(self, path, args, data, digest):
-        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, follow_symlinks=False)
+        net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, args.placement, follow_symlinks=False)
         if saved_src != data.src_vocab or saved_tgt != data.tgt_vocab or \
                 info["hparams"].get("pairs_sha1") != digest:
             raise DataError(f"the pairs {args.pairs or pairs_name(None)} are not the pairs the run in "
@@ -295,7 +295,7 @@ class TranslationCommand(TrainingCommand):
     def report(self, args, out, data, epochs_done):
         """The best epoch's losses and validation BLEU (greedy and beam search, from the saved best model),
         and its translations of the book's four sentences."""
-        net, src_vocab, tgt_vocab, info = load_seq2seq_checkpoint(out / "model.npz")
+        net, src_vocab, tgt_vocab, info = load_seq2seq_checkpoint(out / "model.npz", args.placement)
         history, val_iter = info["history"], data.val_iter
         greedy = evaluate_bleu(net, val_iter, tgt_vocab)
         beam = evaluate_bleu(net, val_iter, tgt_vocab, beam_size=REPORT_BEAM)

@@ -10,10 +10,12 @@ from ..seq2seq.checkpoint import load_seq2seq_checkpoint
 from ..seq2seq.decode import ALPHA
 from .args import (
     HelpFormatter,
+    add_device,
     at_most,
     backend_choice,
     beam_width,
     nonnegative_float,
+    placement,
     positive_int,
     seed_value,
 )
@@ -40,6 +42,7 @@ def add_generate_parser(commands):
                    help="seed of the sampling (default: random)")
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
                    help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")
+    add_device(p)
     p.set_defaults(run=run_generate)
 
 
@@ -52,7 +55,7 @@ def run_generate(args):
                           "give a shorter prefix (its last characters set the state)")
     path = checkpoint_path(args.checkpoint)
     with use_backend(args.backend or backend_name()):
-        net, vocab, info = load_checkpoint(path)
+        net, vocab, info = load_checkpoint(path, placement(args.device))
         prefix = args.prefix if args.prefix is not None else saved_prefix(path, info["hparams"])
         print(predict(prefix, args.num_chars, net, vocab, temperature=args.temperature, seed=args.seed))
     return 0
@@ -87,6 +90,7 @@ def add_translate_parser(commands):
                         f"(at most {MAX_ALPHA:g})")
     p.add_argument("--backend", type=backend_choice, default=None, metavar="NAME",
                    help="backend to run on (default: $D2LRNN_BACKEND, else numpy)")
+    add_device(p)
     p.set_defaults(run=run_translate)
 
 
@@ -102,7 +106,7 @@ def run_translate(args):
                               f"{MAX_PROMPT:,}: split it into sentences")
     path = checkpoint_path(args.checkpoint)
     with use_backend(args.backend or backend_name()):
-        net, src_vocab, tgt_vocab, info = load_seq2seq_checkpoint(path)
+        net, src_vocab, tgt_vocab, info = load_seq2seq_checkpoint(path, placement(args.device))
         lines = translate(net, args.sentences, src_vocab, tgt_vocab, info["num_steps"], args.beam, args.alpha)
     for line in lines:
         print(line)

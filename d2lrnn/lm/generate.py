@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import checks, ops
 from ..errors import ArgumentError
+from ..training.loop import model_device
 from .model import _LanguageModel
 
 #: Each model's one-token step, compiled once (:func:`token_step`); an entry goes with its model.
@@ -31,7 +32,7 @@ def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=No
     if len(vocab) != net.vocab_size:
         raise ArgumentError(f"the vocabulary has {len(vocab)} tokens but the model {net.vocab_size}: "
                             "pass the vocabulary the model was trained with")
-    ids = [vocab[t] for t in prefix]  # character tokens
+    ids, device = [vocab[t] for t in prefix], model_device(net, device)  # character tokens
     state = net.begin_state(batch_size=1, device=device)  # keywords: the book's modules take (device, batch)
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
         _, state = net(ops.tensor([ids[:-1]], device=device), state)

@@ -19,7 +19,7 @@ from ..backends import backend_name, checked_indices, generator
 from ..errors import ArgumentError, DataError
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
-from ..training.loop import Task, fit, placed, run_epoch
+from ..training.loop import Task, fit, model_device, placed, run_epoch
 from ..training.metrics import Accumulator, format_perplexity, perplexity
 from ..training.optim import SGD, Schedule, get_optimizer
 from .loss import lm_loss
@@ -109,7 +109,7 @@ class Updater(training_step.Updater):
         if objective is None:
             objective = lm_objective(net, loss, True, truncation)
         super().__init__(net.params, objective, SGD(1.0) if optimizer is None else optimizer, clip, schedule,
-                         device, average)
+                         model_device(net, device), average)
 
     def __call__(self, params, *batch):
         if self.masks_for is not None and len(batch) == 3 + self.num_factors:
@@ -217,13 +217,13 @@ def train_epoch_lm(net, train_iter, lr=1.0, device=None, use_random_iter=False, 
     check_causal(net, allow_bidirectional)
     truncation = get_truncation(truncation)
     step = step or make_train_step(net, lr, 1.0, loss or lm_loss, truncation)
-    task = LanguageModelTask(net, device, use_random_iter, truncation)
+    task = LanguageModelTask(net, model_device(net, device), use_random_iter, truncation)
     return run_epoch(net, train_iter, step, task, guard or DivergenceGuard(net.params), epoch, on_batch)
 
 
 def evaluate_perplexity(net, data_iter, device=None, step=None):
     """exp(mean cross-entropy) of ``net`` on ``data_iter``, carrying the state across minibatches."""
-    step = step or make_eval_step(net)
+    step, device = step or make_eval_step(net), model_device(net, device)
     state, metric = None, Accumulator(2)
     with quiet_numerics():
         for batch in data_iter:
@@ -278,6 +278,8 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     ``truncation`` picks how far gradients travel back through the state within a minibatch: None (all
     ``num_steps``), ``d2l.RegularTruncation(k)`` or ``d2l.RandomizedTruncation(p)``.
 
+    ``device`` defaults to the one the model was built on; every minibatch is moved there.
+
     ``average`` (e.g. 0.999; 0: off) keeps an exponential moving average of the parameters through
     training (:class:`Updater`): validation and early stopping use it, and ``net.params`` holds it at the
     end. A model with locked dropout or weight drop gets each minibatch's masks from ``mask_rng`` (a
@@ -294,7 +296,7 @@ def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False
     if patience is not None and val_iter is None:
         checks.positive_int("patience", patience, " (epochs without improvement, e.g. 3)")
         raise ArgumentError("patience stops on the validation perplexity: pass val_iter too")
-    batches = len(train_iter) if hasattr(train_iter, "__len__") else None
+    batches, device = len(train_iter) if hasattr(train_iter, "__len__") else None, model_device(net, device)
     step = updater or make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup,
                                    num_epochs * batches if batches is not None else None, device, average)
     eval_step = make_eval_step(net) if val_iter is not None else None

@@ -25,6 +25,7 @@ from .. import checks, ops
 from ..backends import checked_index, checked_indices, checked_lengths, checked_tensor
 from ..data.translation import build_array_nmt_numpy, preprocess_nmt
 from ..errors import ArgumentError
+from ..training.loop import model_device
 
 #: The default exponent of the length normalisation.
 ALPHA = 0.75
@@ -57,6 +58,7 @@ def greedy_search(net, X, X_valid_len, bos, eos, max_len, params=None, device=No
     """The token indices (lists, ``<eos>`` left out) that greedy search chooses for each source row of
     ``X`` (batch, num_steps, a tensor or NumPy array of indices)."""
     params = net.params if params is None else params
+    device = model_device(net, device)  # default: where the model was built
     X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     state = net.encode(params, X, X_valid_len)
     batch = ops.shape(X)[0]
@@ -82,6 +84,7 @@ def beam_search(net, X, X_valid_len, bos, eos, max_len, beam_size=4, alpha=ALPHA
         raise ArgumentError("beam search reorders the decoder's state, whose layout your own framework model "
                             "decides: decode it greedily (beam_size=1), or build it with d2l.make_seq2seq")
     params = net.params if params is None else params
+    device = model_device(net, device)  # default: where the model was built
     X, X_valid_len, bos, eos = _checked(net, X, X_valid_len, bos, eos, device)
     batch, k = ops.shape(X)[0], beam_size
     rows = ops.tensor(np.repeat(np.arange(batch), k), device=device)  # sentence i -> rows i*k .. i*k+k-1

@@ -270,6 +270,11 @@ class EncoderDecoder(_Module):
     def kind(self):
         return getattr(self.encoder, "kind", "custom")
 
+    @property
+    def device(self):
+        """Where the decoder's parameters live (what training and decoding default to), None if unsaid."""
+        return getattr(self.decoder, "device", None)
+
     def config(self):
         """The settings that rebuild this model (see :func:`make_seq2seq`), or None for the reader's own."""
         enc, dec = self.encoder, self.decoder

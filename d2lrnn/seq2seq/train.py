@@ -16,7 +16,7 @@ from .. import checks, ops
 from ..backends import backend_name, checked_indices, checked_lengths
 from ..errors import DataError
 from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
-from ..training.loop import Task, fit, placed
+from ..training.loop import Task, fit, model_device, placed
 from ..training.metrics import Accumulator
 from ..training.optim import get_optimizer
 from ..training.step import Updater
@@ -63,7 +63,7 @@ def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", s
     :func:`seq2seq_objective`)."""
     optimizer = get_optimizer(optimizer, checks.positive_number("lr", lr, " (the learning rate, e.g. 0.005)"))
     return Updater(net.params, seq2seq_objective(net, tgt_vocab["<bos>"], summed=summed), optimizer, clip,
-                   schedule, device)
+                   schedule, model_device(net, device))
 
 
 def target_tokens(Y_valid_len):
@@ -73,6 +73,7 @@ def target_tokens(Y_valid_len):
 
 def evaluate_loss(net, data_iter, tgt_vocab, step=None, summed=False, device=None):
     """The loss per valid target token of ``net`` on ``data_iter`` (teacher forcing, no dropout)."""
+    device = model_device(net, device)
     step = step or ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed))
     metric = Accumulator(2)
     with quiet_numerics():
@@ -100,7 +101,7 @@ def evaluate_bleu(net, data_iter, tgt_vocab, beam_size=1, alpha=ALPHA, k=BLEU_K,
     """Corpus BLEU-``k`` (uniform weights) of ``net``'s translations of ``data_iter``'s source sentences,
     greedy or with beam search, against its target sentences."""
     X, X_valid_len = data_iter.arrays[0], data_iter.arrays[1]
-    max_len = max_len or X.shape[1]
+    max_len, device = max_len or X.shape[1], model_device(net, device)
     preds = translate_arrays(net, X, X_valid_len, tgt_vocab, max_len, beam_size, alpha, device=device)
     labels = [" ".join(r) for r in references(data_iter, tgt_vocab)]
     return corpus_bleu([" ".join(p) for p in preds], labels, k)
@@ -198,6 +199,7 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     num_epochs = checks.positive_int("num_epochs", num_epochs)
     bleu_every = checks.positive_int("bleu_every", bleu_every)
     check_pairs(net, data_iter=data_iter, val_iter=val_iter)
+    device = model_device(net, device)
     step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed)
     eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
         if val_iter else None

@@ -89,6 +89,12 @@ def check_history(history, num_epochs, keys, name):
     return {key: list(history[key]) for key in keys}
 
 
+def model_device(net, device=None):
+    """``device`` if given, else the one the model was built on (``net.device``; None where it has none):
+    a model built on a GPU trains, evaluates and generates there without the device given again."""
+    return device if device is not None else getattr(net, "device", None)
+
+
 def placed(batch, device):
     """The minibatch's tensors on ``device`` (as the book's loops do with ``X.to(device)``): the data
     iterators make them on the CPU, and a GPU's parameters need their inputs beside them."""

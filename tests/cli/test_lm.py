@@ -89,6 +89,21 @@ def test_train_prints_the_setup_the_table_against_the_baselines_and_samples(tiny
     assert any(line.startswith("wall time ") for line in lines)
 
 
+def test_device_cpu_trains_the_same_run_as_the_frameworks_own_placement(tiny_run, tmp_path, capsys):
+    # --device cpu puts the model, every minibatch and the generation on the CPU device by name: the
+    # same numbers as the run that left placement to the framework (on the CPU here)
+    out = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--device", "cpu", "--out", str(out)]) == 0
+    assert cli.main(["generate", "--checkpoint", str(out), "--num-chars", "12", "--device", "cpu"]) == 0
+
+    def figures(folder):
+        with open(folder / "metrics.csv") as f:
+            return [(row["train_ppl"], row["val_ppl"]) for row in csv.DictReader(f)]
+
+    assert figures(out) == figures(tiny_run[1])
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("time traveller")
+
+
 def test_generate_continues_the_prefix_from_the_checkpoint(tiny_run):
     _, out = tiny_run
     result = _run("generate", "--checkpoint", str(out / "model.npz"), "--prefix", "the time", "--num-chars",
@@ -300,6 +315,12 @@ BAD_ARGUMENTS = [
                                     "--output-dropout, and all three are 0"),
     (["train", "--locked-dropout", "--model", "concise", "--num-layers", "2", "--dropout", "0.2"],
      "--locked-dropout with --dropout needs --model scratch"),
+    # the test machines have no GPU: --device gpu is refused before anything is written
+    (["train", "--device", "gpu"], "--device gpu: numpy sees no GPU here: leave --device out (or give "
+                                   "--device cpu) to run on the CPU"),
+    (["generate", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees no GPU"),
+    (["translate", "go .", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees"),
+    (["train", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
 ]
 
 
