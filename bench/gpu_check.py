@@ -9,7 +9,8 @@ one call does everything and writes as it goes:
   d2lrnn's from-scratch and concise models and the plain framework loop (``bench/reference.py`` on the
   GPU), one fresh process per row, one after another so no row shares the GPU with another;
 * ``DIR/gpu_smoke.txt``: every chapter notebook of ``chapters/`` in quick mode on torch and JAX (their
-  code cells in one namespace, as a kernel runs them; ``d2l.try_gpu()`` is the GPU there), and, with
+  code cells in one namespace, as a kernel runs them; ``d2l.try_gpu()`` is the GPU there), the command
+  line's four commands with ``--device gpu``, and, with
   ``--book`` (a folder holding the book's ``d2l-zh`` and ``d2l-en`` chapters), the book checker's torch
   and jax columns of both editions with shortened epochs (``bench/book_check.py``): what a reader who
   trains on a GPU runs. These go in parallel, after the benchmark.
@@ -119,6 +120,14 @@ def smoke(out, book, deadline):
         commands[f"chapters-{backend}"] = ["bash", "-c", " ; ".join(
             f"echo '== {p.name}'; timeout 300 {sys.executable} {__file__} --chapter {p} 2>&1 | tail -12"
             for p in sorted((ROOT / "chapters").glob("*.md")))]
+    for backend in BACKENDS:  # the command line on the GPU: train, generate, translate-train, translate
+        run, lm, mt = f"{sys.executable} -m d2lrnn", f"lm-{backend}", f"mt-{backend}"
+        commands[f"cli-{backend}"] = ["bash", "-c", " && ".join([
+            f"{run} train --backend {backend} --device gpu --epochs 2 --max-tokens 20000 --no-progress "
+            f"--out {lm}", f"{run} generate --checkpoint {lm} --device gpu",
+            f"{run} translate-train --backend {backend} --device gpu --epochs 2 --num-examples 2000 "
+            f"--no-progress --out {mt}",
+            f"{run} translate 'go .' 'he is calm .' --checkpoint {mt} --device gpu"])]
     if book is not None:
         for edition in ("d2l-zh", "d2l-en"):
             commands[f"book-{edition}"] = [
