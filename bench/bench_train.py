@@ -90,16 +90,16 @@ def _batches(steps):
 
 
 def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None,
-                     device=None):
+                     device=None, gpu=False):
     """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
     epoch, steps timed and the first step's seconds. ``model`` 'reference' is ``framework``'s plain loop;
-    ``device`` (d2lrnn's models) where the parameters and minibatches live, a GPU for the reference."""
+    ``device``: where d2lrnn's model and minibatches live; ``gpu``: the reference on the first GPU."""
     d2l.manual_seed(0)
     train_iter, numpy_batches = _batches(steps)
     if model == "reference":
         from bench.reference import make_reference
 
-        ref = make_reference(framework, cell, VOCAB, hidden, BATCH, gpu=device is not None)
+        ref = make_reference(framework, cell, VOCAB, hidden, BATCH, gpu=gpu)
         batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
         per_batch, n, first = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
     else:
@@ -143,11 +143,9 @@ def main(argv=None):
                         help="train on the first GPU (torch and jax; bench/gpu_check.py runs these)")
     args = parser.parse_args(argv)
     reference = args.framework is not None
-    device = None
-    if args.gpu:
-        if d2l.num_gpus() == 0 and not reference:
-            parser.error(f"--gpu: {d2l.backend_name()} sees no GPU here; leave --gpu out to train on the CPU")
-        device = d2l.try_gpu() if not reference else "gpu"
+    if args.gpu and not reference and d2l.num_gpus() == 0:
+        parser.error(f"--gpu: {d2l.backend_name()} sees no GPU here; leave --gpu out to train on the CPU")
+    device = d2l.try_gpu() if args.gpu and not reference else None
     if reference:
         args.model = "reference"
         set_framework_threads(args.framework, 2)
@@ -156,7 +154,7 @@ def main(argv=None):
         ceiling_before = matmul_gflops(device=device)  # and again after: the same minutes of this machine
     tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
         args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework,
-        device=device)
+        device=device, gpu=args.gpu)
     result = {
         "backend": args.framework or d2l.backend_name(),
         "model": args.model,

@@ -99,5 +99,5 @@ class RNNModel(FrameworkMethods, lm_model.RNNModel):
         output_init = KEEPS_LAYER_INIT.get(backend_name())
         own = self.rnn.own_params() if output_init and not isinstance(rnn_layer, RecurrentStack) else None
         if own is not None:
-            own = [ops.to_device(p, device) for p in own] if device is not None else own
+            own = [ops.to_device(p, device) for p in own]
             self.params = own + output_params(self.rnn.num_outputs, self.vocab_size, device, output_init)

@@ -206,4 +206,3 @@ def placement(choice):
         raise ArgumentError(f"--device gpu: {backend_name()} sees no GPU here: leave --device out (or give "
                             "--device cpu) to run on the CPU")
     return ops.try_gpu()
-

@@ -25,6 +25,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import generator
 from ..errors import ArgumentError
+from ..training.loop import model_device
 from .loss import lm_loss
 
 
@@ -156,7 +157,7 @@ def state_gradient_norms(net, X, Y, state=None, loss=None):
     distance d (d = T: the state the minibatch starts from). For an LSTM, H and C together count
     as the state.
     """
-    loss, device = loss or lm_loss, getattr(net, "device", None)
+    loss, device = loss or lm_loss, model_device(net)
     X, Y = ops.to_device(X, device), ops.to_device(Y, device)  # beside the parameters (a GPU's)
     B, T = ops.shape(X)
     if state is None:
