@@ -32,6 +32,7 @@ from ..training.memory import training_bytes
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
+    dropout_rate,
     file_name,
     positive_float,
     positive_int,
@@ -44,8 +45,8 @@ from .saving import png_writer
 #: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer).
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
                       "dropout": 0.2, "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
-                      "optimizer": "adam", "lr": 0.002, "clip": 1.0, "epochs": 30, "minutes": None,
-                      "val_fraction": 0.1, "seed": 0}
+                      "optimizer": "adam", "lr": 0.002, "clip": 1.0, "label_smoothing": 0.0, "epochs": 30,
+                      "minutes": None, "val_fraction": 0.1, "seed": 0}
 TRANSLATE_CSV_FIELDS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The beam width of the beam-search BLEU that ends a translation run.
 REPORT_BEAM = 4
@@ -54,9 +55,11 @@ REPORT_BEAM = 4
 TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "pairs": file_name, "embed_size": at_most(positive_int, MAX_HIDDEN),
                    "num_examples": positive_int,
-                   "min_freq": positive_int, "minutes": positive_float}
+                   "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
+#: Settings added after runs were first saved: a run saved without them used these defaults.
+TRANSLATE_ADDED = ("label_smoothing",)
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -132,7 +135,7 @@ class TranslationCommand(TrainingCommand):
     name, kind, what = "translate-train", "seq2seq", "a translation"
     example, out_pattern = "runs/translate-numpy-scratch-1", "runs/translate-<backend>-<model>-<N>"
     plot, csv_fields = LOSS_PLOT, TRANSLATE_CSV_FIELDS
-    defaults, types, choices = TRANSLATE_DEFAULTS, TRANSLATE_TYPES, TRANSLATE_CHOICES
+    defaults, types, choices, added = TRANSLATE_DEFAULTS, TRANSLATE_TYPES, TRANSLATE_CHOICES, TRANSLATE_ADDED
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
     model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
                       "num_layers": "num_layers", "dropout": "dropout"}
@@ -160,6 +163,8 @@ class TranslationCommand(TrainingCommand):
         setting("--optimizer", "Adam, or the book's SGD", choices=self.choices["optimizer"])
         setting("--lr", "learning rate", metavar="RATE")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
+        setting("--label-smoothing", "train on each target word smoothed toward the uniform distribution by "
+                                     "this weight (0: none)", metavar="EPS")
         setting("--epochs", "passes over the training pairs (with --resume: the new total)", metavar="N")
         setting("--minutes", "stop after the epoch that crosses this much training time (with --resume: the "
                              "new total)", metavar="M")
@@ -230,11 +235,12 @@ class TranslationCommand(TrainingCommand):
         budget = f", at most {args.minutes:g} minutes" if args.minutes else ""
         dropout = f", dropout {args.dropout:g}" if args.dropout else ""
         optimizer = "Adam" if args.optimizer == "adam" else "SGD"
+        smoothing = f", label smoothing {args.label_smoothing:g}" if args.label_smoothing else ""
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
                 f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
-                f"hidden units{dropout} | {optimizer} lr {args.lr:g}, clip {args.clip:g} | batch "
+                f"hidden units{dropout} | {optimizer} lr {args.lr:g}, clip {args.clip:g}{smoothing} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):
@@ -255,7 +261,8 @@ class TranslationCommand(TrainingCommand):
         return net, history, info["resume"]
 
     def updater(self, args, net, data):
-        return make_seq2seq_updater(net, data.tgt_vocab, args.lr, args.clip, args.optimizer)
+        return make_seq2seq_updater(net, data.tgt_vocab, args.lr, args.clip, args.optimizer,
+                                    label_smoothing=args.label_smoothing)
 
     def hparams(self, args, backend, digest, data):
         hparams = {key: getattr(args, key) for key in TRANSLATE_DEFAULTS}
@@ -284,7 +291,8 @@ class TranslationCommand(TrainingCommand):
 
     def fit(self, args, net, data, history, on_epoch, updater):
         return train_encoder_decoder(net, data.train_iter, args.lr, args.epochs, data.tgt_vocab,
-                                     clip=args.clip, val_iter=data.val_iter, progress=not args.no_progress,
+                                     clip=args.clip, label_smoothing=args.label_smoothing,
+                                     val_iter=data.val_iter, progress=not args.no_progress,
                                      plot=False, history=history, on_epoch=on_epoch, updater=updater,
                                      time_budget=args.minutes * 60 if args.minutes else None)
 

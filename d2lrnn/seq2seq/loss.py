@@ -8,6 +8,13 @@ and the cross-entropy l[i, t] of step t::
     masked_token_loss:   sum_{i,t} M[i, t] l[i, t] / sum_{i,t} M[i, t]      (per valid token)
 
 A padded position's logits and label reach neither value, so they get no gradient.
+
+Label smoothing (Szegedy et al. 2016) with weight eps asks for the target y with probability 1 - eps
+and spreads eps evenly over all K words: the cross-entropy against that distribution is
+
+    l_eps = (1 - eps) (-log p_y) + eps (-(1 / K) sum_k log p_k)
+
+so the model is never pushed to put all its probability on one word.
 """
 
 from .. import ops
@@ -46,10 +53,15 @@ def _kind_of(X):
     return next((kind for kind in ("int64", "int32") if kind in name), "float32")
 
 
-def _masked_step_losses(pred, label, valid_len):
-    """(M * l, M): the cross-entropy of every step, zero past each valid length, and the mask."""
+def _masked_step_losses(pred, label, valid_len, label_smoothing=0.0):
+    """(M * l, M): the cross-entropy of every step (``label_smoothing``: l_eps), zero past each valid
+    length, and the mask."""
     batch, steps, classes = ops.shape(pred)
-    losses = ops.softmax_cross_entropy(ops.reshape(pred, (batch * steps, classes)), ops.reshape(label, (-1,)))
+    logits = ops.reshape(pred, (batch * steps, classes))
+    losses = ops.softmax_cross_entropy(logits, ops.reshape(label, (-1,)))
+    if label_smoothing:
+        uniform = -ops.mean(ops.log_softmax(logits, axis=-1), axis=-1)  # the cross-entropy against 1/K
+        losses = (1 - label_smoothing) * losses + label_smoothing * uniform
     weights = _sequence_mask(ops.ones((batch, steps), device=ops.device_of(pred)), valid_len)
     return ops.reshape(losses, (batch, steps)) * weights, weights
 
@@ -78,14 +90,15 @@ class MaskedSoftmaxCELoss:
         return sentence_losses(pred, label, valid_len)
 
 
-def sentence_losses(pred, label, valid_len):
+def sentence_losses(pred, label, valid_len, label_smoothing=0.0):
     """:class:`MaskedSoftmaxCELoss`'s losses, unchecked: what the (compiled) training objective runs."""
-    losses, _ = _masked_step_losses(pred, label, valid_len)
+    losses, _ = _masked_step_losses(pred, label, valid_len, label_smoothing)
     return ops.mean(losses, axis=1)
 
 
-def masked_token_loss(pred, label, valid_len):
+def masked_token_loss(pred, label, valid_len, label_smoothing=0.0):
     """The mean cross-entropy per valid token: what training reports and optimises (a batch of long
-    sentences and one of short ones weigh each of their tokens alike)."""
-    losses, weights = _masked_step_losses(pred, label, valid_len)
+    sentences and one of short ones weigh each of their tokens alike); ``label_smoothing`` eps: the
+    cross-entropy against the target smoothed by eps (see the module's docstring)."""
+    losses, weights = _masked_step_losses(pred, label, valid_len, label_smoothing)
     return ops.sum(losses) / ops.maximum(ops.sum(weights), 1.0)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import checks, ops
 from ..backends import backend_name, checked_indices, checked_lengths
-from ..errors import DataError
+from ..errors import ArgumentError, DataError
 from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, model_device, placed
 from ..training.metrics import Accumulator
@@ -35,16 +35,18 @@ def teacher_forcing(Y, bos):
     return ops.concat([Y[:, :1] * 0 + bos, Y[:, :-1]], 1)
 
 
-def seq2seq_objective(net, bos, training=True, summed=False):
+def seq2seq_objective(net, bos, training=True, summed=False, label_smoothing=0.0):
     """``(params, X, X_valid_len, Y, Y_valid_len) -> (loss, ())``: what training differentiates
     (``training`` turns dropout on). The loss is the mean per valid target token; ``summed``: the
-    book's, the sum of the sentences' :class:`MaskedSoftmaxCELoss` (see :func:`batch_total`)."""
+    book's, the sum of the sentences' :class:`MaskedSoftmaxCELoss` (see :func:`batch_total`);
+    ``label_smoothing`` eps: each token's cross-entropy against the target smoothed by eps
+    (:mod:`d2lrnn.seq2seq.loss`)."""
 
     def objective(params, X, X_valid_len, Y, Y_valid_len):
         Y_hat, _ = net.forward(params, X, teacher_forcing(Y, bos), X_valid_len, training=training)
         if summed:
-            return ops.sum(sentence_losses(Y_hat, Y, Y_valid_len)), ()
-        return masked_token_loss(Y_hat, Y, Y_valid_len), ()
+            return ops.sum(sentence_losses(Y_hat, Y, Y_valid_len, label_smoothing)), ()
+        return masked_token_loss(Y_hat, Y, Y_valid_len, label_smoothing), ()
 
     return objective
 
@@ -56,14 +58,25 @@ def batch_total(loss, tokens, summed=False):
 
 
 def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", schedule=None, device=None,
-                         summed=False):
+                         summed=False, label_smoothing=0.0):
     """The training step of ``net``: an :class:`~d2lrnn.training.step.Updater` called as ``updater(params,
     X, X_valid_len, Y, Y_valid_len) -> (loss, new_params, ())``, with ``optimizer`` ('adam', 'sgd' or an
-    object) at ``lr`` and clipping to global norm ``clip``; ``summed``: the book's loss (see
-    :func:`seq2seq_objective`)."""
+    object) at ``lr`` and clipping to global norm ``clip``; ``summed``: the book's loss, ``label_smoothing``
+    its weight eps in [0, 1) (see :func:`seq2seq_objective`)."""
     optimizer = get_optimizer(optimizer, checks.positive_number("lr", lr, " (the learning rate, e.g. 0.005)"))
-    return Updater(net.params, seq2seq_objective(net, tgt_vocab["<bos>"], summed=summed), optimizer, clip,
-                   schedule, model_device(net, device))
+    label_smoothing = check_label_smoothing(label_smoothing)
+    objective = seq2seq_objective(net, tgt_vocab["<bos>"], summed=summed, label_smoothing=label_smoothing)
+    return Updater(net.params, objective, optimizer, clip, schedule, model_device(net, device))
+
+
+def check_label_smoothing(label_smoothing):
+    """``label_smoothing`` as a float in [0, 1), or one ArgumentError line."""
+    value = checks.number("label_smoothing", label_smoothing,
+                          hint=" (the weight of the uniform target, e.g. 0.1)")
+    if not 0 <= value < 1:
+        raise ArgumentError(f"label_smoothing is {label_smoothing!r}: use a weight in [0, 1), e.g. 0.1 "
+                            "(--label-smoothing)")
+    return value
 
 
 def target_tokens(Y_valid_len):
@@ -179,7 +192,8 @@ class EncoderDecoderTask(Task):
 
 def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None, *, clip=1.0,
                           optimizer="adam", val_iter=None, bleu_every=1, progress=True, plot=None,
-                          history=None, on_epoch=None, updater=None, time_budget=None, summed=False):
+                          history=None, on_epoch=None, updater=None, time_budget=None, summed=False,
+                          label_smoothing=0.0):
     """Train an encoder-decoder and return its history.
 
     Adam at ``lr`` (``optimizer`` 'sgd' or an optimizer object otherwise), gradients clipped to
@@ -191,7 +205,9 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     ``tokens_per_sec``, ``seconds``.
 
     ``history`` continues an earlier run (``net`` holding its parameters, ``updater`` its
-    optimizer state); ``on_epoch(epoch, net, history)`` runs after every epoch (the command line
+    optimizer state); ``label_smoothing`` eps trains on each target token smoothed by eps (the reported
+    losses, training's among them, are the plain cross-entropy only when eps is 0; validation's always
+    is). ``on_epoch(epoch, net, history)`` runs after every epoch (the command line
     saves its checkpoints there). ``time_budget`` (seconds) stops after the epoch that crosses it.
     A loss or parameter that becomes NaN or inf stops training with a :class:`d2lrnn.TrainingError`,
     ``net`` keeping the last finite parameters.
@@ -200,7 +216,8 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     bleu_every = checks.positive_int("bleu_every", bleu_every)
     check_pairs(net, data_iter=data_iter, val_iter=val_iter)
     device = model_device(net, device)
-    step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed)
+    step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed,
+                                           label_smoothing=label_smoothing)
     eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
         if val_iter else None
     task = EncoderDecoderTask(tgt_vocab, val_iter, eval_step, bleu_every, summed, device)

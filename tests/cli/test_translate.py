@@ -230,6 +230,36 @@ def test_resume_keeps_the_run_settings(tiny_run, capsys):
     assert {name: (out / name).read_bytes() for name in RUN_FILES[1:]} == before
 
 
+@pytest.mark.once
+def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_without_it(tmp_path,
+                                                                                          monkeypatch):
+    import json
+
+    weights = []
+    real_updater = cli.translate.make_seq2seq_updater
+
+    def spy(*args, **kwargs):
+        weights.append(kwargs["label_smoothing"])
+        return real_updater(*args, **kwargs)
+
+    monkeypatch.setattr(cli.translate, "make_seq2seq_updater", spy)
+    run = tmp_path / "run"
+    code, printed = _main(["translate-train", *TINY, "--epochs", "1", "--label-smoothing", "0.2",
+                           "--out", str(run)])
+    assert code == 0 and weights == [0.2]
+    assert "clip 1, label smoothing 0.2 |" in printed
+    assert seq2seq_checkpoint_info(run / "last.npz")["hparams"]["label_smoothing"] == 0.2
+    with np.load(run / "last.npz") as data:  # the settings as a d2lrnn before --label-smoothing saved them
+        arrays = {name: data[name] for name in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    del meta["hparams"]["label_smoothing"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    np.savez(run / "last.npz", **arrays)
+    code, printed = _main(["translate-train", "--resume", str(run), "--epochs", "2", "--no-progress"])
+    assert code == 0 and weights == [0.2, 0.0] and "label smoothing" not in printed
+    assert seq2seq_checkpoint_info(run / "last.npz")["hparams"]["label_smoothing"] == 0.0
+
+
 def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkeypatch, backend, capsys):
     """--minutes stops after the epoch that crosses it (a clock that moves 1000 s per epoch), and
     model.npz holds the epoch of the best validation BLEU (scripted: 0.1, 0.3, 0.2)."""
@@ -324,6 +354,8 @@ BAD_INPUT = [
     (["translate-train", "--embed-size", "0"], "argument --embed-size: must be at least 1, got 0"),
     (["translate-train", "--minutes", "0"], "argument --minutes: must be a number above 0"),
     (["translate-train", "--model", "transformer"], "argument --model: invalid choice: 'transformer'"),
+    (["translate-train", "--label-smoothing", "1"],
+     "argument --label-smoothing: must be at least 0 and below 1 (e.g. 0.2), got 1"),
     (["translate-train", "--resume", "{tmp}/lm"],
      "lm holds a language model run: continue it with d2lrnn train --resume"),
     (["train", "--resume", "{run}"],

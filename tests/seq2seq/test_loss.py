@@ -79,3 +79,51 @@ def test_masked_losses_follow_numpy_on_every_backend():
         return [MaskedSoftmaxCELoss()(p, y, n), masked_token_loss(p, y, n)]
 
     assert_parity(losses, [pred, label, valid_len])
+
+
+def _numpy_smoothed_token_loss(pred, label, valid_len, eps):
+    """By hand: each valid token's cross-entropy against (1 - eps) one-hot(y) + eps / K, averaged."""
+    losses = []
+    for i, n in enumerate(valid_len):
+        for t in range(n):
+            logits = pred[i, t].astype(np.float64)
+            log_p = logits - np.log(np.exp(logits).sum())
+            target = np.full(logits.shape, eps / logits.size)
+            target[label[i, t]] += 1 - eps
+            losses.append(-(target * log_p).sum())
+    return float(np.mean(losses))
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5])
+def test_label_smoothing_is_the_cross_entropy_against_the_smoothed_target_by_hand(eps):
+    pred, label, valid_len = _case(3)
+    got = masked_token_loss(ops.from_numpy(pred), ops.from_numpy(label), ops.from_numpy(valid_len), eps)
+    assert float(ops.to_numpy(got)) == pytest.approx(_numpy_smoothed_token_loss(pred, label, valid_len, eps),
+                                                     rel=1e-5)
+    plain = masked_token_loss(ops.from_numpy(pred), ops.from_numpy(label), ops.from_numpy(valid_len), 0.0)
+    assert float(ops.to_numpy(plain)) == pytest.approx(_numpy_token_loss(pred, label, valid_len), rel=1e-5)
+
+
+def test_label_smoothing_pulls_every_valid_logit_toward_the_uniform_target():
+    """The gradient of the smoothed loss at a valid position is (softmax(z) - q) / N, q the smoothed target:
+    every word's probability, the wrong ones' too, is pulled to eps / K at least."""
+    pred, label, valid_len = _case(4)
+    eps = 0.2
+    f = ops.value_and_grad(lambda params, Y, L: masked_token_loss(params[0], Y, L, eps))
+    _, grads = f([ops.from_numpy(pred)], ops.from_numpy(label), ops.from_numpy(valid_len))
+    expected = np.zeros(pred.shape)
+    count = int(sum(valid_len))
+    for i, n in enumerate(valid_len):
+        for t in range(n):
+            logits = pred[i, t].astype(np.float64)
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            target = np.full(logits.shape, eps / logits.size)
+            target[label[i, t]] += 1 - eps
+            expected[i, t] = (p - target) / count
+    np.testing.assert_allclose(ops.to_numpy(grads[0]), expected, rtol=1e-4, atol=1e-7)
+
+
+def test_label_smoothed_losses_follow_numpy_on_every_backend():
+    pred, label, valid_len = _case(5)
+    assert_parity(lambda p, y, n: [masked_token_loss(p, y, n, 0.1)], [pred, label, valid_len])

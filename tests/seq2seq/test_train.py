@@ -38,6 +38,24 @@ def test_the_objective_is_the_token_loss_of_the_teacher_forced_outputs(rng):
         float(ops.to_numpy(masked_token_loss(Y_hat, Y, Y_valid_len))), rel=1e-6)
 
 
+def test_label_smoothing_trains_on_the_smoothed_token_loss(rng):
+    """The updater's loss is the smoothed token loss of the teacher-forced outputs; evaluation's stays the
+    plain cross-entropy; a weight outside [0, 1) is one line."""
+    net = make_seq2seq(9, 11, 4, 6, 1, 0.0)
+    X, Y = ops.from_numpy(rng.integers(0, 9, (3, 5))), ops.from_numpy(rng.integers(0, 11, (3, 5)))
+    X_valid_len, Y_valid_len = ops.from_numpy(np.array([5, 2, 3])), ops.from_numpy(np.array([1, 5, 4]))
+    Y_hat, _ = net(X, teacher_forcing(Y, 2), X_valid_len)
+    smoothed = float(ops.to_numpy(masked_token_loss(Y_hat, Y, Y_valid_len, 0.3)))
+    plain = float(ops.to_numpy(masked_token_loss(Y_hat, Y, Y_valid_len)))
+    assert smoothed > plain + 0.01  # an untrained model: the uniform part costs about log 11 as well
+    updater = make_seq2seq_updater(net, {"<bos>": 2}, lr=0.1, optimizer="sgd", label_smoothing=0.3)
+    loss, _, _ = updater(net.params, X, X_valid_len, Y, Y_valid_len)
+    assert float(ops.to_numpy(loss)) == pytest.approx(smoothed, rel=1e-5)
+    for bad in [-0.1, 1.0, float("nan"), "0.1", True]:
+        with pytest.raises(ArgumentError, match="label_smoothing"):
+            make_seq2seq_updater(net, {"<bos>": 2}, label_smoothing=bad)
+
+
 def _adam_losses(steps=20):
     """The losses of ``steps`` Adam steps from the seed's weights on the seed's batches (no dropout: its
     masks come from each framework's own generator)."""
