@@ -32,8 +32,9 @@ BOOK = {"embed_size": 32, "num_hiddens": 32, "num_layers": 2, "dropout": 0.1, "b
 TARGET = 0.8
 
 
-def run_book(rnn, seed):
-    """One run on the active backend: train with the book's budget, score the four sentences."""
+def run_book(rnn, seed, label_smoothing=0.0):
+    """One run on the active backend: train with the book's budget (and ``label_smoothing``), score the
+    four sentences."""
     import d2lrnn as d2l
     from d2lrnn.seq2seq.train import book_bleu
 
@@ -44,25 +45,28 @@ def run_book(rnn, seed):
                            c["num_layers"], c["dropout"], rnn=rnn)
     start = time.perf_counter()
     history = d2l.train_seq2seq(net, train_iter, c["lr"], c["epochs"], tgt_vocab, progress=False,
-                                verbose=False, plot=False, return_history=True)
+                                verbose=False, plot=False, return_history=True,
+                                label_smoothing=label_smoothing)
     seconds = time.perf_counter() - start
     mean, preds = book_bleu(net, src_vocab, tgt_vocab, c["num_steps"])
-    return {"backend": d2l.backend_name(), "rnn": rnn, "seed": seed, "loss": history["train_loss"][-1],
+    return {"backend": d2l.backend_name(), "rnn": rnn, "seed": seed, "label_smoothing": label_smoothing,
+            "loss": history["train_loss"][-1],
             "bleu": mean, "translations": preds, "seconds": seconds}
 
 
-def in_env(backend, rnn, seed):
+def in_env(backend, rnn, seed, label_smoothing=0.0):
     """:func:`run_book` in a fresh process of ``backend``'s tox environment (one thread); its result."""
     python = ROOT / ".tox" / backend / "bin" / "python"
     env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
                MXNET_CPU_WORKER_NTHREADS="1", TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
-    out = subprocess.run([str(python), __file__, "--child", "--rnn", rnn, "--seeds", str(seed)], env=env,
+    out = subprocess.run([str(python), __file__, "--child", "--rnn", rnn, "--seeds", str(seed),
+                          "--label-smoothing", str(label_smoothing)], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_all(backends, seeds, rnn):
+def run_all(backends, seeds, rnn, label_smoothing=0.0):
     """Every (backend, seed), MXNet's runs in one lane and the others in a second."""
     lanes = [[(b, s) for b in backends if b == "mxnet" for s in seeds],
              [(b, s) for b in backends if b != "mxnet" for s in seeds]]
@@ -70,7 +74,7 @@ def run_all(backends, seeds, rnn):
     def lane(jobs):
         results = []
         for backend, seed in jobs:
-            results.append(in_env(backend, rnn, seed))
+            results.append(in_env(backend, rnn, seed, label_smoothing))
             print(json.dumps(results[-1]), flush=True)
         return results
 
@@ -81,11 +85,15 @@ def run_all(backends, seeds, rnn):
     return sorted(results, key=lambda r: (order[r["backend"]], r["seed"]))
 
 
-def report(results, seeds, rnn):
+def report(results, seeds, rnn, label_smoothing=0.0):
     first = seeds[0]
-    lines = ["## The book's translation budget on every backend (issue 14)", "",
-             f"`python bench/seq2seq_quality.py --seeds {' '.join(map(str, seeds))}`: embedding 32, "
-             f"hidden 32, 2 GRU layers ({rnn}, the reset-after form), dropout 0.1, batch 64, 10 steps, "
+    smoothing = f" --label-smoothing {label_smoothing:g}" if label_smoothing else ""
+    title = (f"## The book's translation budget with label smoothing {label_smoothing:g} (issue 34)"
+             if label_smoothing else "## The book's translation budget on every backend (issue 14)")
+    lines = [title, "",
+             f"`python bench/seq2seq_quality.py --seeds {' '.join(map(str, seeds))}{smoothing}`: "
+             f"embedding 32, hidden 32, 2 GRU layers ({rnn}, the reset-after form), dropout 0.1, batch 64, "
+             "10 steps, "
              "Adam lr 0.005, 300 epochs over the first 600 pairs, greedy decoding; the score is the mean "
              "BLEU (k = 2, the book's weights) of the book's four sentences. One thread per run, two runs "
              "at a time.", "",
@@ -119,16 +127,19 @@ def main():
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--rnn", default="scratch", choices=("scratch", "concise"))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--label-smoothing", type=float, default=0.0,
+                        help="train with this label smoothing (its own section in bench/RESULTS.md)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_book(args.rnn, args.seeds[0])))
+        print(json.dumps(run_book(args.rnn, args.seeds[0], args.label_smoothing)))
         return
-    body = report(run_all(args.backends, args.seeds, args.rnn), args.seeds, args.rnn)
+    results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing)
+    body = report(results, args.seeds, args.rnn, args.label_smoothing)
     print(body)
     if not args.no_write:
-        write_section("seq2seq-book", body)
+        write_section("seq2seq-book-smoothing" if args.label_smoothing else "seq2seq-book", body)
 
 
 if __name__ == "__main__":
