@@ -46,6 +46,16 @@ def number(name, value, minimum=None, strict=False, hint=""):
     return value
 
 
+def below_one(name, value, noun, meaning, example):
+    """A number in [0, 1) (a dropout probability, a smoothing weight), or one ArgumentError line that names
+    the ``noun``, its ``meaning``, an ``example`` and the command line's flag."""
+    number(name, value, hint=f" (the {meaning}, e.g. {example})")
+    if not 0 <= value < 1:
+        flag = "--" + name.replace("_", "-")
+        raise ArgumentError(f"{name} is {value!r}: use a {noun} in [0, 1), e.g. {example} ({flag})")
+    return float(value)
+
+
 def positive_number(name, value, hint=""):
     """A finite number > 0."""
     return number(name, value, 0, strict=True, hint=hint)

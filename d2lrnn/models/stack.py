@@ -26,11 +26,7 @@ def slot_prefix(layer, reverse):
 
 def check_dropout(dropout, name="dropout"):
     """``dropout`` as a float in [0, 1), or one ArgumentError line."""
-    value = checks.number(name, dropout, hint=" (the probability of dropping a unit, e.g. 0.2)")
-    if not 0 <= value < 1:
-        flag = "--" + name.replace("_", "-")
-        raise ArgumentError(f"{name} is {dropout!r}: use a probability in [0, 1), e.g. 0.2 ({flag})")
-    return float(value)
+    return checks.below_one(name, dropout, "probability", "probability of dropping a unit", 0.2)
 
 
 def reverse_time(X):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import checks, ops
 from ..backends import backend_name, checked_indices, checked_lengths
-from ..errors import ArgumentError, DataError
+from ..errors import DataError
 from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, model_device, placed
 from ..training.metrics import Accumulator
@@ -71,12 +71,7 @@ def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", s
 
 def check_label_smoothing(label_smoothing):
     """``label_smoothing`` as a float in [0, 1), or one ArgumentError line."""
-    value = checks.number("label_smoothing", label_smoothing,
-                          hint=" (the weight of the uniform target, e.g. 0.1)")
-    if not 0 <= value < 1:
-        raise ArgumentError(f"label_smoothing is {label_smoothing!r}: use a weight in [0, 1), e.g. 0.1 "
-                            "(--label-smoothing)")
-    return value
+    return checks.below_one("label_smoothing", label_smoothing, "weight", "weight of the uniform target", 0.1)
 
 
 def target_tokens(Y_valid_len):
