@@ -289,10 +289,14 @@ def scan(step, carry, xs, reverse=False):
     """
 
 
-def compile(fn):
+def compile(fn, calls="many"):
     """``fn`` compiled into one program per input signature where the framework compiles free functions
     (a compiled step gets fresh dropout randomness at every call, and reports how many programs it
     built with ``compilations()``); ``fn`` itself where it does not.
+
+    ``calls="few"`` is for a function called only a few times per input shape (a decoding step): it is
+    compiled only where the framework would otherwise compile each of its operations on its own at
+    their first call (JAX), and runs eagerly where tracing it would cost more than it saves (TensorFlow).
     """
 
 

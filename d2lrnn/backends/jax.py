@@ -534,8 +534,9 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn):  # noqa: A001
-    # ``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout.
+def compile(fn, calls="many"):  # noqa: A001
+    # ``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout. The same for
+    # ``calls="few"``: run eagerly, each operation is compiled on its own at its first call per shape.
     #
     # Arguments that are not arrays (Python numbers, None) are part of what the compiled program is
     # specialised on, as ``jax.jit`` requires.

@@ -385,7 +385,7 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn):  # noqa: A001
+def compile(fn, calls="many"):  # noqa: A001
     return fn
 
 
