@@ -19,6 +19,8 @@ NumPy work on the step's log-probabilities.
   With ``beam_size`` 1 this is exactly greedy search (ties go to the lower token index in both).
 """
 
+import weakref
+
 import numpy as np
 
 from .. import checks, ops
@@ -38,6 +40,8 @@ BATCH_SIZE = 128
 #: too wide for one sentence to fit is refused before any work.
 DECODE_BUDGET = 256 * 2**20
 BYTES_PER_SCORE = 40
+#: Each model's compiled search steps (:class:`_Steps`); an entry goes with its model.
+_SEARCH_STEPS = weakref.WeakKeyDictionary()
 
 
 def _log_softmax(logits):
@@ -49,35 +53,33 @@ def _log_softmax(logits):
 
 
 class _Steps:
-    """A model's encoder and one decoder step as the searches call them, compiled for a few calls
-    (``ops.compile(..., calls="few")``) where the model is an :class:`EncoderDecoder` (whose parts training
-    compiles too) and not the reader's own framework module; other models' code may not trace. On JAX one
-    program per input shape instead of every small operation compiled on its own (the first greedy search
-    of 300 sentences took 5.8 s eagerly, nearly all of it compiling, and 2.1 s compiled). Kept on the
-    model for its next searches."""
+    """A model's encoder and one decoder step as the searches call them: ``encode(params, X, X_valid_len)``
+    and ``decode(params, dec_X, state, parents)`` (each row's state taken from row ``parents`` first, where
+    given). Compiled for a few calls (``ops.compile(..., calls="few")``) where the model is an
+    :class:`EncoderDecoder` (whose parts training compiles too) and not the reader's own framework module;
+    other models' code may not trace. On JAX one program per input shape instead of every small operation
+    compiled on its own (the first greedy search of 300 sentences took 5.8 s eagerly, nearly all of it
+    compiling, and 2.1 s compiled). Compiled steps are kept for the model's lifetime
+    (:data:`_SEARCH_STEPS`)."""
 
-    def __init__(self, net):
-        own = isinstance(net, EncoderDecoder) and getattr(net, "kind", None) != "module"
-
-        def compile_(fn):
-            return ops.compile(fn, calls="few") if own else fn
-
-        self.encode = compile_(lambda params, X, X_valid_len: net.encode(params, X, X_valid_len))
-        self.decode = compile_(self._decode_step(net))
-
-    @staticmethod
-    def _decode_step(net):
-        def step(params, dec_X, state, parents):
+    def __init__(self, model):
+        """``model``: a function that returns the model (a weak reference, for compiled steps)."""
+        def decode(params, dec_X, state, parents):
             if parents is not None:  # beam search: each row continues from its parent's state
                 state = tuple(ops.take(s, parents) for s in state)
-            return net.decode(params, dec_X, state)
-        return step
+            return model().decode(params, dec_X, state)
+
+        self.encode = lambda params, X, X_valid_len: model().encode(params, X, X_valid_len)
+        self.decode = decode
 
     @classmethod
     def of(cls, net):
-        steps = net.__dict__.get("_d2lrnn_search_steps")
+        if not (isinstance(net, EncoderDecoder) and getattr(net, "kind", None) != "module"):
+            return cls(lambda: net)
+        steps = _SEARCH_STEPS.get(net)
         if steps is None:
-            steps = net.__dict__["_d2lrnn_search_steps"] = cls(net)
+            steps = _SEARCH_STEPS[net] = cls(weakref.ref(net))  # the steps must not keep the model alive
+            steps.encode, steps.decode = (ops.compile(fn, calls="few") for fn in (steps.encode, steps.decode))
         return steps
 
 

@@ -824,7 +824,7 @@ def test_compile_gives_the_plain_calls_values():
         H = ops.tanh(ops.matmul(X, W))
         return H, ops.sum(X * X)
 
-    compiled = ops.compile(step)
+    compiled, for_few_calls = ops.compile(step), ops.compile(step, calls="few")
     W = f32(4, 3)
     for X in (f32(5, 4), f32(5, 4), f32(2, 4)):  # the same shape twice (a traced graph), then another
         H64 = np.tanh(f64(X) @ f64(W))
@@ -837,6 +837,9 @@ def test_compile_gives_the_plain_calls_values():
         H_plain, s_plain = step(t(W), t(X))
         check(H, ops.to_numpy(H_plain), 2 * H_bound)
         check(s, ops.to_numpy(s_plain), 2 * s_bound)
+        H_few, s_few = for_few_calls(t(W), t(X))
+        check(H_few, H64, H_bound)
+        check(s_few, np.array(s64), s_bound)
 
 
 def test_compiled_training_step_values():

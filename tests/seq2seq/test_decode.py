@@ -1,6 +1,7 @@
 """Greedy and beam search: a hand-made probability table, exhaustive search, k = 1 is greedy, batches,
 errors."""
 
+import gc
 import itertools
 import math
 
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 
 import d2lrnn as d2l
-from d2lrnn import ops
+from d2lrnn import backend_name, ops
 from d2lrnn.errors import ArgumentError
-from d2lrnn.seq2seq import beam_search, greedy_search, make_seq2seq, predict_seq2seq, translate
+from d2lrnn.seq2seq import beam_search, decode, greedy_search, make_seq2seq, predict_seq2seq, translate
 from d2lrnn.seq2seq.decode import source_arrays, translate_arrays
 
 A, B, EOS, BOS = 0, 1, 2, 3
@@ -176,3 +177,24 @@ def test_bad_input_is_one_line(trained):
         translate(net, "go .", src_vocab, tgt_vocab, 10)
     with pytest.raises(ArgumentError, match="the source vocabulary has"):
         translate(net, ["go ."], tgt_vocab, tgt_vocab, 10)
+
+
+def test_a_models_search_steps_are_compiled_once_and_go_with_it():
+    """Greedy and beam search run the model's encoder and decoder step compiled for a few calls: on JAX one
+    program per input shape, kept for the model's next searches and dropped with the model (elsewhere the
+    model's own functions, as eager calls)."""
+    d2l.manual_seed(0)
+    net, steps = make_seq2seq(9, 7, 8, 8, 1, 0.0), decode._SEARCH_STEPS
+    X, valid_len = np.array([[4, 5, 1, 1], [6, 1, 1, 1]]), np.array([2, 1])
+    first = greedy_search(net, X, valid_len, 5, 6, 4)
+    made = steps[net]
+    assert greedy_search(net, X, valid_len, 5, 6, 4) == first and steps[net] is made
+    assert beam_search(net, X, valid_len, 5, 6, 4, beam_size=1) == first  # the same compiled encoder
+    if backend_name() == "jax":
+        assert made.encode.compilations() == 1  # one source shape
+        assert made.decode.compilations() == 2  # greedy's step and beam's (it takes the parents' states)
+    else:
+        assert not hasattr(made.decode, "compilations")
+    del net, made
+    gc.collect()
+    assert len(steps) == 0
