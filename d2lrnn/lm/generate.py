@@ -12,6 +12,8 @@ from .model import _LanguageModel
 
 #: Each model's one-token step, compiled once (:func:`token_step`); an entry goes with its model.
 _TOKEN_STEPS = weakref.WeakKeyDictionary()
+#: Each model's prefix warm-up, compiled for a few calls (:func:`prefix_step`); an entry goes with its model.
+_PREFIX_STEPS = weakref.WeakKeyDictionary()
 
 
 def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=None):
@@ -35,7 +37,7 @@ def predict(prefix, num_preds, net, vocab, device=None, temperature=0.0, seed=No
     ids, device = [vocab[t] for t in prefix], model_device(net, device)  # character tokens
     state = net.begin_state(batch_size=1, device=device)  # keywords: the book's modules take (device, batch)
     if len(ids) > 1:  # warm-up: run the whole prefix but its last token through the state at once
-        _, state = net(ops.tensor([ids[:-1]], device=device), state)
+        _, state = prefix_step(net)(ops.tensor([ids[:-1]], device=device), state)
     rng = np.random.default_rng(seed)
     unk = getattr(vocab, "unk", 0)
     last, generated, step = ids[-1], [], token_step(net)
@@ -55,18 +57,30 @@ def token_step(net):
     The indices are not checked again here: the prefix was read through the vocabulary and every
     generated token comes from the model's own output layer.
     """
+    return _compiled_forward(net, _TOKEN_STEPS, "many")
+
+
+def prefix_step(net):
+    """As :func:`token_step`, for the prefix that warms the state up: called once per generation, so
+    compiled only where each eager operation would be compiled on its own (JAX: the GRU chapter's four
+    generations took 7 s eagerly, most of it compiling every operation of the 13-step prefix's time loop);
+    TensorFlow runs it eagerly (``ops.compile(..., calls="few")``)."""
+    return _compiled_forward(net, _PREFIX_STEPS, "few")
+
+
+def _compiled_forward(net, steps, calls):
     if not isinstance(net, _LanguageModel):
         return net
-    step = _TOKEN_STEPS.get(net)
+    step = steps.get(net)
     if step is None:
         model = weakref.ref(net)  # the compiled function must not keep its model alive
-        compiled = ops.compile(lambda params, X, state: model().forward(params, X, state))
+        compiled = ops.compile(lambda params, X, state: model().forward(params, X, state), calls=calls)
 
         def step(X, state):
             return compiled(model().params, X, state)
 
         step.compilations = getattr(compiled, "compilations", None)  # programs made so far (for tests)
-        _TOKEN_STEPS[net] = step
+        steps[net] = step
     return step
 
 

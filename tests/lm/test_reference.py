@@ -193,9 +193,10 @@ def test_generation_follows_an_independent_decode_loop(kind, temperature, seed):
 def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_model(kind, backend):
     """Generating calls the model once per token: TensorFlow and JAX run that call as one program made
     once per model (then reused by every later call, with the model's parameters as they are then); the
-    other backends call its forward as it is. The step goes when the model does."""
+    other backends call its forward as it is. The prefix's warm-up is compiled on JAX only (one call per
+    generation: TensorFlow runs it eagerly). The steps go when the model does."""
     params = _params(19, scale=1.5)
-    vocab, steps = _Chars(), d2lrnn.lm.generate._TOKEN_STEPS
+    vocab, steps, prefixes = _Chars(), d2lrnn.lm.generate._TOKEN_STEPS, d2lrnn.lm.generate._PREFIX_STEPS
     net = _net(kind, params)
     first = d2l.predict_ch8("abca", 12, net, vocab)
     retrained = _params(23, scale=1.5)
@@ -205,15 +206,19 @@ def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_mo
         expected = reference.decode(weights, [1, 2, 3, 1], 12, 0.0, None)  # "abca" as ids
         assert text == "abca" + "".join(vocab.to_tokens(expected))
     assert first != second  # the second run read the new parameters
-    step = d2lrnn.lm.generate.token_step(net)
-    assert net in steps and step is steps[net]
+    step, prefix = d2lrnn.lm.generate.token_step(net), d2lrnn.lm.generate.prefix_step(net)
+    assert net in steps and step is steps[net] and prefix is prefixes[net]
     if backend in ("tensorflow", "jax"):
         assert step.compilations() == 1  # two calls of 12 tokens each
     else:
         assert step.compilations is None  # no compiler: the model's forward itself
-    del net, step
+    if backend == "jax":  # compiled for its few calls only where each eager operation would compile
+        assert prefix.compilations() == 1  # "abc" twice
+    else:
+        assert prefix.compilations is None
+    del net, step, prefix
     gc.collect()
-    assert len(steps) == 0
+    assert len(steps) == len(prefixes) == 0
 
 
 def test_sampling_frequencies_follow_softmax_of_logits_over_temperature():
