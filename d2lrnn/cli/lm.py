@@ -54,6 +54,19 @@ CELL_DEFAULTS = {
            "warmup": 100, "input_dropout": 0.1, "output_dropout": 0.3, "epochs": 40, "patience": 3}
     for cell, lr in (("gru", 0.02), ("lstm", 0.04))}
 
+#: Named recipes (``--preset NAME``): settings chosen by measurement for a training budget on a corpus
+#: (bench/RESULTS.md, section lm-presets, has the runs). Settings given on the command line win; the
+#: preset's fill the rest before the cell's defaults do. Each says what it was measured on: a preset's
+#: epochs fit its minutes on that backend and machine.
+PRESETS = {
+    "timemachine-5min": {
+        "measured": "torch, 2 cores: the best validation perplexity of the runs in 5 minutes",
+        "settings": {"corpus": "timemachine", "model": "concise", "cell": "lstm", "init": "uniform",
+                     "hidden": 256, "lr": 0.04, "input_dropout": 0.1, "output_dropout": 0.3,
+                     "weight_drop": 0.1, "ema": 0.998, "epochs": 70, "patience": 0},
+    },
+}
+
 #: Settings added after runs were first saved: a run saved without them used these defaults.
 ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
                   "weight_decay", "schedule", "warmup", "patience", "init", "raw", "locked_dropout",
@@ -89,6 +102,14 @@ def sample_prefixes(corpus, vocab, val_tokens, length=10):
     starts = [i + 1 for i, c in enumerate(text[:-length]) if c == " "] or [0, len(text) // 2]
     middle = min(starts, key=lambda i: abs(i - len(text) // 2))
     return tuple(text[i:i + length].strip() or text[:length] for i in (starts[0], middle))
+
+
+def _flag(args, key):
+    """``--key value`` as a setting of ``args`` is given on the command line (a switch without a value)."""
+    value, flag = getattr(args, key), f"--{key.replace('_', '-')}"
+    if isinstance(value, bool):
+        return flag if value else f"{flag} off"
+    return f"{flag} {value}"
 
 
 def model_name(args):
@@ -194,6 +215,11 @@ class LanguageModelCommand(TrainingCommand):
                 "each entry, one mask per minibatch, while training", metavar="P")
         setting("--ema", "validate, save and generate with an exponential moving average of the weights "
                 "with this decay (e.g. 0.999; 0: the weights themselves)", metavar="DECAY")
+        p.add_argument("--preset", choices=tuple(PRESETS), default=None,
+                       help="a recipe chosen by measurement for a training budget: its settings fill the "
+                            "ones not given ("
+                            + "; ".join(f"{name}: {preset['measured']}" for name, preset in PRESETS.items())
+                            + "; the settings: docs/cli.md)")
         p.add_argument("--bidirectional", action="store_true",
                        help="refused: a bidirectional model sees the character it is asked to predict (see "
                             "the bidirectional-rnn notebook)")
@@ -221,14 +247,21 @@ class LanguageModelCommand(TrainingCommand):
         setting("--seed", "seed of the initial weights and the data order", metavar="S")
 
     def run(self, args):
+        if args.preset and args.resume:
+            raise D2LRNNError(f"--resume continues the run with its own settings: drop --preset "
+                              f"{args.preset}")
         if args.bidirectional:
             raise D2LRNNError(f"--bidirectional: {SEES_THE_FUTURE}; 'd2lrnn train' trains language models, "
                               "so drop --bidirectional (the bidirectional-rnn notebook shows where it helps)")
         return super().run(args)
 
     def fill_settings(self, args):
-        """Every setting not given takes its default: the cell's own, where it has one (recorded for the
-        summary's note)."""
+        """Every setting not given takes its default: the preset's, then the cell's own, where they have one
+        (recorded for the summary's note)."""
+        preset = PRESETS[args.preset]["settings"] if args.preset else {}
+        args.preset_settings = [key for key in TRAIN_DEFAULTS if key in preset and getattr(args, key) is None]
+        for key in args.preset_settings:
+            setattr(args, key, preset[key])
         own = CELL_DEFAULTS.get(args.cell or TRAIN_DEFAULTS["cell"], {})
         args.cell_defaults = [key for key in TRAIN_DEFAULTS if key in own and getattr(args, key) is None]
         for key in args.cell_defaults:
@@ -313,13 +346,18 @@ class LanguageModelCommand(TrainingCommand):
                 f"{args.sampling} sampling")
 
     def note(self, args, resumed):
-        """The per-cell defaults a new run took, and how to get the book's training back."""
-        used = getattr(args, "cell_defaults", [])
-        if resumed or not used:
+        """The preset's settings and the per-cell defaults a new run took, and how to get the book's
+        training back."""
+        preset, own = getattr(args, "preset_settings", []), getattr(args, "cell_defaults", [])
+        if resumed or not (preset or own):
             return None
-        shown = ", ".join(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in used)
-        return (f"defaults for --cell {args.cell}: {shown} (the book's training: --optimizer sgd --lr 1 "
-                "--schedule constant --warmup 0)")
+        lines = []
+        if preset:
+            lines.append(f"--preset {args.preset}: " + ", ".join(_flag(args, key) for key in preset))
+        if own:
+            lines.append(f"defaults for --cell {args.cell}: " + ", ".join(_flag(args, key) for key in own)
+                         + " (the book's training: --optimizer sgd --lr 1 --schedule constant --warmup 0)")
+        return "\n".join(lines)
 
     def before_training(self, args, data):
         fit, held, note = baseline_sample(data.train_iter.corpus, data.val_iter.corpus)

@@ -321,6 +321,10 @@ BAD_ARGUMENTS = [
     (["generate", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees no GPU"),
     (["translate", "go .", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees"),
     (["train", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["train", "--preset", "fastest"], "argument --preset: invalid choice: 'fastest' (choose from "
+                                       "'timemachine-5min')"),
+    (["train", "--preset", "timemachine-5min", "--resume", "{tmp}"],
+     "--resume continues the run with its own settings: drop --preset timemachine-5min"),
 ]
 
 
@@ -711,6 +715,29 @@ def test_gru_and_lstm_train_with_adam_by_default_say_so_and_keep_its_state(tmp_p
     printed = capsys.readouterr().out
     assert "| SGD lr 1 | batch 8 x 8 steps, 1 epoch, sequential sampling" in printed
     assert "defaults for" not in printed
+
+
+@pytest.mark.once
+def test_a_preset_fills_the_settings_not_given_and_says_so(tmp_path, capsys):
+    """--preset NAME takes the recipe's settings where the command line gives none (given ones win), then
+    the cell's defaults fill the rest; the run saves the settings themselves and prints which came from
+    where."""
+    preset = cli.lm.PRESETS["timemachine-5min"]["settings"]
+    run = tmp_path / "run"
+    assert cli.main(["train", *TINY, "--preset", "timemachine-5min", "--out", str(run)]) == 0
+    printed = capsys.readouterr().out
+    given = {"hidden": 16, "epochs": 2, "max_tokens": TOKENS, "batch_size": BATCH, "num_steps": STEPS}
+    hparams = d2l.checkpoint_info(run / "last.npz")["hparams"]
+    assert {k: hparams[k] for k in preset} == {**preset, **{k: v for k, v in given.items() if k in preset}}
+    steps = len(d2l.load_data_lm("timemachine", BATCH, STEPS, False, TOKENS, 0.1, seed=0)[0])
+    warmup = min(100, 2 * steps // 10)  # the cell's default, capped at a tenth of this short run
+    assert {k: hparams[k] for k in ("optimizer", "schedule", "warmup")} == \
+        {"optimizer": "adam", "schedule": "cosine", "warmup": warmup}
+    assert ("--preset timemachine-5min: --corpus timemachine, --model concise, --cell lstm, --input-dropout "
+            "0.1, --output-dropout 0.3, --weight-drop 0.1, --ema 0.998, --init uniform, --lr 0.04, "
+            "--patience 0\ndefaults for --cell lstm: --optimizer adam, --schedule cosine, "
+            f"--warmup {warmup} (the book's training:") in printed
+    assert "| LSTM (concise), 16 hidden units" in printed
 
 
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
