@@ -62,8 +62,8 @@ PRESETS = {
     "timemachine-5min": {
         "measured": "torch, 2 cores: the best validation perplexity of the runs in 5 minutes",
         "settings": {"corpus": "timemachine", "model": "concise", "cell": "lstm", "init": "uniform",
-                     "hidden": 256, "lr": 0.04, "input_dropout": 0.1, "output_dropout": 0.3,
-                     "weight_drop": 0.1, "ema": 0.998, "epochs": 70, "patience": 0},
+                     "hidden": 384, "lr": 0.03, "input_dropout": 0.1, "output_dropout": 0.3,
+                     "weight_drop": 0.15, "ema": 0.998, "epochs": 29, "patience": 0},
     },
 }
 

@@ -734,7 +734,7 @@ def test_a_preset_fills_the_settings_not_given_and_says_so(tmp_path, capsys):
     assert {k: hparams[k] for k in ("optimizer", "schedule", "warmup")} == \
         {"optimizer": "adam", "schedule": "cosine", "warmup": warmup}
     assert ("--preset timemachine-5min: --corpus timemachine, --model concise, --cell lstm, --input-dropout "
-            "0.1, --output-dropout 0.3, --weight-drop 0.1, --ema 0.998, --init uniform, --lr 0.04, "
+            "0.1, --output-dropout 0.3, --weight-drop 0.15, --ema 0.998, --init uniform, --lr 0.03, "
             "--patience 0\ndefaults for --cell lstm: --optimizer adam, --schedule cosine, "
             f"--warmup {warmup} (the book's training:") in printed
     assert "| LSTM (concise), 16 hidden units" in printed
