@@ -62,24 +62,26 @@ class _Steps:
     compiling, and 2.1 s compiled). Compiled steps are kept for the model's lifetime
     (:data:`_SEARCH_STEPS`)."""
 
-    def __init__(self, model):
+    def __init__(self, model, compiled):
         """``model``: a function that returns the model (a weak reference, for compiled steps)."""
+        def encode(params, X, X_valid_len):
+            return model().encode(params, X, X_valid_len)
+
         def decode(params, dec_X, state, parents):
             if parents is not None:  # beam search: each row continues from its parent's state
                 state = tuple(ops.take(s, parents) for s in state)
             return model().decode(params, dec_X, state)
 
-        self.encode = lambda params, X, X_valid_len: model().encode(params, X, X_valid_len)
-        self.decode = decode
+        self.encode, self.decode = (ops.compile(encode, calls="few"), ops.compile(decode, calls="few")) \
+            if compiled else (encode, decode)
 
     @classmethod
     def of(cls, net):
         if not (isinstance(net, EncoderDecoder) and getattr(net, "kind", None) != "module"):
-            return cls(lambda: net)
+            return cls(lambda: net, compiled=False)
         steps = _SEARCH_STEPS.get(net)
-        if steps is None:
-            steps = _SEARCH_STEPS[net] = cls(weakref.ref(net))  # the steps must not keep the model alive
-            steps.encode, steps.decode = (ops.compile(fn, calls="few") for fn in (steps.encode, steps.decode))
+        if steps is None:  # a weak reference: the steps must not keep the model alive
+            steps = _SEARCH_STEPS[net] = cls(weakref.ref(net), compiled=True)
         return steps
 
 
