@@ -1,5 +1,6 @@
 """What only the MXNet backend does: on MXNet's CPU build it starts MXNet's engine as ``NaiveEngine``
-(operations on the caller's thread) unless the user chose an engine, and leaves the variable unset after.
+(operations on the caller's thread) unless the user chose an engine, and leaves the variable unset after;
+Adam's update runs as one cached graph.
 
 Checked in fresh interpreters (MXNet reads the setting once, when its engine starts), where mxnet is
 installed. Which engine runs shows in where a ``Function``'s backward is called: on the caller's thread
@@ -11,8 +12,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import d2lrnn as d2l
 from tests.conftest import HANG_GUARD_SECONDS, ROOT
 
 pytest.importorskip("mxnet", reason="the mxnet backend's own behaviour; mxnet is installed in the mxnet env")
@@ -67,3 +70,30 @@ def test_an_engine_the_user_chose_is_kept():
     assert result == {"backward_on_caller_thread": False, "grad": [2.0, 2.0],
                       "variable": "ThreadedEnginePerDevice"}
     assert "start using engine: ThreadedEnginePerDevice" in stderr  # MXNet's own notice of the user's choice
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adams_update_is_one_cached_graph_that_computes_the_formula_to_the_bit(rng, weight_decay):
+    import mxnet as mx
+
+    from d2lrnn.backends import _common
+
+    with d2l.use_backend("mxnet") as backend:
+        shapes = [(7, 5), (5, 5), (5,), (5, 7), (7,)]
+        P, G, M = ([mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in shapes] for _ in range(3))
+        V = [mx.nd.array(np.abs(rng.standard_normal(s)).astype(np.float32)) for s in shapes]
+        scalars = mx.nd.array(np.array([0.01, 1 / (1 - 0.9 ** 3), 1 / (1 - 0.999 ** 3)], np.float32))
+        backend._adam_graph.cache_clear()
+        fused = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
+        assert backend._adam_graph.cache_info().currsize == 1  # the graph, not the operators one by one
+        with mx.util.np_array(False):
+            formula = _common.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay, backend.sqrt)
+        for got, expected in zip(fused, formula):
+            for a, b in zip(got, expected):
+                np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+        backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
+        assert backend._adam_graph.cache_info().hits == 1  # built once for these shapes
+        with mx.autograd.record():  # the graph has no gradient: recorded, the operators run
+            recorded = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
+        assert backend._adam_graph.cache_info().hits == 1
+        np.testing.assert_array_equal(recorded[0][0].asnumpy(), fused[0][0].asnumpy())
