@@ -445,6 +445,11 @@ def sum_of_squares(tensors, reduce_sum):
     return builtins.sum(reduce_sum(T * T) for T in tensors)
 
 
+def nonfinite_probe(tensors, reduce_sum):
+    """sum_k sum(T_k * 0): 0 when every entry is finite, NaN otherwise (``reduce_sum``: the backend's sum)."""
+    return builtins.sum(reduce_sum(T * 0.0) for T in tensors)
+
+
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt):
     """The shim's ``adam_update`` written with the backend's operators and ``sqrt`` (see its docstring)."""
     lr, c1, c2 = scalars[0], scalars[1], scalars[2]

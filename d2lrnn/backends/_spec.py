@@ -183,6 +183,13 @@ def sum_of_squares(tensors):
     ``multi_sum_sq``), instead of three per tensor."""
 
 
+def nonfinite_probe(tensors):
+    """A scalar tensor that is 0 when every entry of every tensor in the list is finite, and not finite (NaN
+    or -inf) otherwise: what a training run checks its parameters with after each step. One fused operation
+    where the framework has one (MXNet's ``multi_all_finite``), else sum(T * 0) over the tensors (x * 0 is NaN
+    exactly for inf and NaN)."""
+
+
 # -- Classification helpers ----------------------------------------------------------------------------------
 
 def one_hot(indices, depth):
@@ -339,7 +346,7 @@ SHIM_FUNCTIONS = (
     "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "sin", "log", "sqrt",
     "abs", "maximum", "minimum",
     # reductions
-    "sum", "mean", "max", "argmax", "sum_of_squares",
+    "sum", "mean", "max", "argmax", "sum_of_squares", "nonfinite_probe",
     # classification helpers
     "one_hot", "softmax", "log_softmax", "softmax_cross_entropy",
     # optimizer steps

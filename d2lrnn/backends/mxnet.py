@@ -353,6 +353,16 @@ def sum_of_squares(tensors):
     return nd.sum(nd.multi_sum_sq(*tensors, num_arrays=len(tensors))).reshape(())
 
 
+def nonfinite_probe(tensors):
+    # One multi_all_finite kernel (1 when all is finite, else 0), its log 0 or -inf: 0.5 ms for 44 tensors
+    # where the product, sum and addition per tensor took 3.8.
+    tensors = list(tensors)
+    if not _fusable(tensors):
+        with mx.util.np_array(False):
+            return _common.nonfinite_probe(tensors, sum)
+    return nd.log(nd.multi_all_finite(*tensors, num_arrays=len(tensors), init_output=True)).reshape(())
+
+
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
     # The formula, not MXNet's adam_update kernel: the kernel computes 1 - beta in float32 (1 - 0.999 is
     # then 5e-5 larger than 0.001), so its steps drift from every other backend's and from NumPy's. In

@@ -366,6 +366,10 @@ def sum_of_squares(tensors):
     return _common.sum_of_squares(tensors, sum)
 
 
+def nonfinite_probe(tensors):
+    return _common.nonfinite_probe(tensors, sum)
+
+
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
     return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
 

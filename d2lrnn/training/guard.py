@@ -19,9 +19,9 @@ def quiet_numerics():
 
 
 def _loss_and_probe(l, params):
-    """[loss, probe]: the probe is 0 when every parameter is finite and NaN otherwise (x * 0 is NaN
-    exactly for inf and NaN), so one small transfer checks them all."""
-    return ops.stack([l, sum(ops.sum(p * 0.0) for p in params)])
+    """[loss, probe]: the probe is 0 when every parameter is finite and not finite otherwise
+    (``ops.nonfinite_probe``), so one small transfer checks them all."""
+    return ops.stack([l, ops.nonfinite_probe(params)])
 
 
 #: A run has diverged when an epoch's training perplexity, exp(mean cross-entropy per token), is above this

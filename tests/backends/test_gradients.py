@@ -417,6 +417,7 @@ NOT_DIFFERENTIABLE = {
     "size": "returns a Python int",
     "is_tensor": "returns a Python bool",
     "argmax": "integer indices, piecewise constant in the input",
+    "nonfinite_probe": "a check of the entries, 0 or not finite: nothing trains through it",
     "adam_update": "an optimizer's step, applied to gradients once they are taken",
     "one_hot": "made from integer indices",
     "manual_seed": "seeds the generators: returns nothing",

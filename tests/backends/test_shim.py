@@ -202,6 +202,7 @@ CASES = {
     "argmax": [(lambda x: ops.argmax(x, 1), [f32(5, 7)], False), (op("argmax"), [f32(5, 7)], False)],
     "sum_of_squares": [(lambda a, b, c: ops.sum_of_squares([a, b, c]), [f32(3, 4), f32(5), f32(2, 3, 2)],
                         True)],
+    "nonfinite_probe": [(lambda a, b: ops.nonfinite_probe([a, b]), [f32(3, 4), f32(5)], False)],
     # the step from moments already under way, with and without weight decay
     "adam_update": [(_adam_step, [f32(3, 4), f32(3, 4), f32(3, 4) * 0.1, pos(3, 4) * 0.01], False),
                     (lambda *a: _adam_step(*a, weight_decay=0.01), [f32(3, 4), f32(3, 4), f32(3, 4) * 0.1,

@@ -567,6 +567,20 @@ def test_sum_of_squares(shapes):
           np.array(14.0))
 
 
+@pytest.mark.parametrize("shapes", [[(2,), (1, 1)], [(7, 5), (5,), (5, 7), (7,)] * 10])
+def test_nonfinite_probe_is_zero_exactly_when_every_entry_is_finite(shapes):
+    # 40 tensors: one fused kernel on MXNet; huge finite entries are finite too
+    xs = [f32(*shape) for shape in shapes]
+    xs[0][0] = 3e38
+    assert float(ops.to_numpy(ops.nonfinite_probe([t(x) for x in xs]))) == 0.0
+    for bad in (np.inf, -np.inf, np.nan):
+        for where in (0, len(xs) - 1):
+            changed = [x.copy() for x in xs]
+            changed[where].reshape(-1)[-1] = bad
+            probe = ops.nonfinite_probe([t(x) for x in changed])
+            assert ops.shape(probe) == () and not np.isfinite(float(ops.to_numpy(probe))), (bad, where)
+
+
 def test_adam_update_is_the_formula_and_leaves_its_inputs_as_they_were():
     # Step t = 1 from zero moments, lr 0.1, gradients 0.5 and -2: M = 0.1 G, V = 0.001 G^2, and with the
     # bias corrections c1 = 10, c2 = 1000 each step is G / |G| (less eps): P = 1 -+ 0.1. With weight decay
@@ -986,6 +1000,7 @@ VALUE_TESTS = {
     "max": ["test_max_exact"],
     "argmax": ["test_argmax"],
     "sum_of_squares": ["test_sum_of_squares"],
+    "nonfinite_probe": ["test_nonfinite_probe_is_zero_exactly_when_every_entry_is_finite"],
     "adam_update": ["test_adam_update_is_the_formula_and_leaves_its_inputs_as_they_were"],
     "one_hot": ["test_one_hot"],
     "softmax": ["test_softmax"],
