@@ -340,7 +340,8 @@ def _fusable(tensors):
     """Whether MXNet's multi-tensor kernels take these: dense float32 arrays of at least one dimension and
     one entry, outside autograd's recording (the kernels have no gradient)."""
     return bool(tensors) and not mx.autograd.is_recording() and all(
-        T.dtype == np.float32 and T.stype == "default" and T.ndim > 0 and T.size > 0 for T in tensors)
+        isinstance(T, nd.NDArray) and T.dtype == np.float32 and T.stype == "default" and T.ndim > 0
+        and T.size > 0 for T in tensors)
 
 
 def sum_of_squares(tensors):
@@ -371,7 +372,7 @@ def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=
     with mx.util.np_array(False):
         params, grads, Ms, Vs = list(params), list(grads), list(Ms), list(Vs)
         n = len(params)
-        if not (_fusable([*params, *grads, *Ms, *Vs]) and _fusable([scalars]) and scalars.shape == (3,)):
+        if not (_fusable([scalars, *params, *grads, *Ms, *Vs]) and scalars.shape == (3,)):
             return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
         graph = _adam_graph(tuple(P.shape for P in params), str(params[0].context), float(beta1),
                             float(beta2), float(eps), float(weight_decay))

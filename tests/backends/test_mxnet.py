@@ -97,3 +97,7 @@ def test_adams_update_is_one_cached_graph_that_computes_the_formula_to_the_bit(r
             recorded = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
         assert backend._adam_graph.cache_info().hits == 1
         np.testing.assert_array_equal(recorded[0][0].asnumpy(), fused[0][0].asnumpy())
+        as_floats = [float(v) for v in scalars.asnumpy()]  # numbers as a reader may pass them: the operators
+        from_floats = backend.adam_update(P, G, M, V, as_floats, 0.9, 0.999, 1e-8, weight_decay)
+        assert backend._adam_graph.cache_info().hits == 1
+        np.testing.assert_allclose(from_floats[0][0].asnumpy(), fused[0][0].asnumpy(), rtol=1e-6)
