@@ -6,6 +6,7 @@ import ctypes
 import dataclasses
 import functools
 import importlib
+import operator
 import os
 import sys
 import tempfile
@@ -450,17 +451,19 @@ def nonfinite_probe(tensors, reduce_sum):
     return builtins.sum(reduce_sum(T * 0.0) for T in tensors)
 
 
-def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt):
-    """The shim's ``adam_update`` written with the backend's operators and ``sqrt`` (see its docstring)."""
+def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt, scale=operator.mul):
+    """The shim's ``adam_update`` written with the backend's operators and ``sqrt`` (see its docstring);
+    ``scale(a, b)`` multiplies by one of the numbers ``scalars`` holds (MXNet's symbols broadcast only when
+    asked to)."""
     lr, c1, c2 = scalars[0], scalars[1], scalars[2]
     new_params, new_Ms, new_Vs = [], [], []
     for P, G, M, V in zip(params, grads, Ms, Vs):
         M = beta1 * M + (1.0 - beta1) * G
         V = beta2 * V + (1.0 - beta2) * (G * G)
-        step = (M * c1) / (sqrt(V * c2) + eps)
+        step = scale(M, c1) / (sqrt(scale(V, c2)) + eps)
         if weight_decay:
             step = step + weight_decay * P
-        new_params.append(P - lr * step)
+        new_params.append(P - scale(lr, step))
         new_Ms.append(M)
         new_Vs.append(V)
     return new_params, new_Ms, new_Vs
