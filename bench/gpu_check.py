@@ -35,16 +35,22 @@ CELLS = ("rnn", "gru", "lstm")
 MODELS = ("reference", "scratch", "concise")
 
 
-def bench_rows(out, seconds, backends=BACKENDS, models=MODELS):
-    """One ``bench_train.py --gpu`` process per backend, cell and model, each line appended to the file."""
+def bench_rows(out, seconds, backends=BACKENDS, models=MODELS, eager_rows=False):
+    """One ``bench_train.py --gpu`` process per backend, cell and model, each line appended to the file
+    (``eager_rows``: torch's d2lrnn models again with CUDA graphs off, as models 'scratch-eager' and
+    'concise-eager')."""
     path = out / "gpu_bench.jsonl"
     for backend in backends:
+        eager = eager_rows and backend == "torch"
+        extra = [f"{m}-eager" for m in models if m != "reference"] if eager else []
         for cell in CELLS:
-            for model in models:
-                which = ["--framework", backend] if model == "reference" else ["--model", model]
+            for model in [*models, *extra]:
+                which = ["--framework", backend] if model == "reference" else ["--model", model.split("-")[0]]
                 cmd = [sys.executable, str(ROOT / "bench" / "bench_train.py"), "--gpu", "--cell", cell,
                        "--seconds", str(seconds), *which]
                 env = dict(os.environ, D2LRNN_BACKEND=backend)
+                if model.endswith("-eager"):
+                    env["D2LRNN_CUDA_GRAPHS"] = "0"
                 start = time.perf_counter()
                 try:
                     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
@@ -61,16 +67,19 @@ def bench_rows(out, seconds, backends=BACKENDS, models=MODELS):
 
 def table(rows):
     """The markdown table of ``gpu_bench.jsonl``'s rows: per backend and cell, the plain loop's tokens/s
-    and each d2lrnn model's, with its ratio to that plain loop (a failed row says so)."""
+    and each d2lrnn model's, with its ratio to that plain loop (a failed row says so); with rows of CUDA
+    graphs off ('scratch-eager', 'concise-eager'), columns for those too."""
     by_key = {(r["backend"], r["cell"], r["model"]): r for r in rows}
-    lines = ["| backend | cell | plain loop tokens/s | scratch tokens/s | scratch / plain | concise tokens/s "
-             "| concise / plain |", "|---|---|---:|---:|---:|---:|---:|"]
+    models = ["scratch", "concise"] + [m for m in ("scratch-eager", "concise-eager")
+                                       if any(r["model"] == m for r in rows)]
+    head = "".join(f" {m} tokens/s | {m} / plain |" for m in models)
+    lines = ["| backend | cell | plain loop tokens/s |" + head, "|---|---|---:|" + "---:|---:|" * len(models)]
     for backend in dict.fromkeys(r["backend"] for r in rows):
         for cell in CELLS:
             reference = by_key.get((backend, cell, "reference"))
             plain = (reference or {}).get("tokens_per_sec")
             cells = [f"{plain:,.0f}" if plain else "failed" if reference else "not run"]
-            for model in ("scratch", "concise"):
+            for model in models:
                 row = by_key.get((backend, cell, model))
                 if row is None or "error" in row:
                     cells += ["failed" if row else "not run", "—"]
@@ -79,6 +88,112 @@ def table(rows):
                     cells += [f"{row['tokens_per_sec']:,.0f}", ratio]
             lines.append(f"| {backend} | {cell.upper()} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _graphed(updater):
+    """The CUDA-graph wrapper inside a d2lrnn updater (None if its step is not one)."""
+    step = getattr(updater, "_step", None)
+    return step if hasattr(step, "captures") else None
+
+
+def _lm_case(model, cell, device):
+    """A book-sized language model on ``device``: (its training step, its minibatches, step(batch))."""
+    import d2lrnn as d2l
+    from d2lrnn.training.loop import placed
+
+    net = d2l.make_model(model, 28, 512, device, cell=cell)
+    updater = d2l.make_train_step(net, 1.0, 1.0, device=device)
+    train_iter, _, _ = d2l.load_data_lm("timemachine", 32, 35, False, seed=0, val_fraction=0.1)
+    batches = [placed(batch, device) for batch in train_iter]
+    state = [net.begin_state(32, device)]
+
+    def step(batch):
+        l, net.params, state[0] = updater(net.params, *batch, state[0])
+        return l
+
+    return net, updater, batches, step
+
+
+def _seq2seq_case(device):
+    """The book's seq2seq model (no dropout: its masks come from each call's own draws) on ``device``."""
+    import d2lrnn as d2l
+    from d2lrnn.seq2seq import make_seq2seq
+    from d2lrnn.seq2seq.train import make_seq2seq_updater
+    from d2lrnn.training.loop import placed
+
+    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(64, 10)
+    net = make_seq2seq(len(src_vocab), len(tgt_vocab), 32, 32, 2, 0.0, device=device)
+    updater = make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, device=device)
+    batches = [placed(batch, device) for batch in train_iter]
+
+    def step(batch):
+        l, net.params, _ = updater(net.params, *batch)
+        return l
+
+    return net, updater, batches, step
+
+
+def graphs_check(out, steps=12, timed=60):
+    """torch on the GPU: d2lrnn's training steps replayed as CUDA graphs against the same steps run
+    eagerly (``D2LRNN_CUDA_GRAPHS=0``), from the same seed in one process: the losses and final parameters
+    (their largest difference) and the median milliseconds a step, then an uncapturable function's
+    fallback. Written to ``DIR/gpu_graphs.jsonl`` and printed."""
+    os.environ["D2LRNN_BACKEND"] = "torch"
+    import numpy as np
+    import torch
+
+    import d2lrnn as d2l
+    from d2lrnn import ops
+
+    device = d2l.try_gpu()
+    cases = [("scratch", "rnn"), ("scratch", "gru"), ("scratch", "lstm"), ("concise", "rnn"),
+             ("concise", "lstm"), ("seq2seq", "gru")]
+    path = out / "gpu_graphs.jsonl"
+    for model, cell in cases:
+        runs = {}
+        for mode in ("eager", "graphs"):
+            os.environ["D2LRNN_CUDA_GRAPHS"] = "0" if mode == "eager" else "1"
+            d2l.manual_seed(0)
+            try:
+                net, updater, batches, step = _seq2seq_case(device) if model == "seq2seq" \
+                    else _lm_case(model, cell, device)
+                losses = [float(ops.to_numpy(step(batches[i % len(batches)]))) for i in range(steps)]
+                params = [np.asarray(ops.to_numpy(p)) for p in net.params]
+                times = []
+                for i in range(timed):
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    start = time.perf_counter()
+                    float(ops.to_numpy(step(batches[i % len(batches)])))
+                    times.append(time.perf_counter() - start)
+                graphed = _graphed(updater)
+                runs[mode] = dict(losses=losses, params=params, ms=1e3 * float(np.median(times)),
+                                  captures=graphed.captures if graphed else None,
+                                  eager_fallback=graphed.eager if graphed else None)
+            except Exception as e:  # noqa: BLE001 -- report and go on to the next case
+                runs[mode] = dict(error=f"{type(e).__name__}: {e}"[:300])
+        row = dict(model=model, cell=cell)
+        for mode, run in runs.items():
+            row.update({f"{mode}_{k}": v for k, v in run.items() if k not in ("losses", "params")})
+        if all("losses" in run for run in runs.values()):
+            eager, graphs = runs["eager"], runs["graphs"]
+            row["loss_max_diff"] = float(np.max(np.abs(np.subtract(eager["losses"], graphs["losses"]))))
+            row["param_max_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(eager["params"],
+                                                                                     graphs["params"]))
+            row["first_loss"], row["last_loss"] = graphs["losses"][0], graphs["losses"][-1]
+            row["speedup"] = eager["ms"] / graphs["ms"]
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+    os.environ["D2LRNN_CUDA_GRAPHS"] = "1"
+    step = ops.compile(lambda x: x * float(ops.to_numpy(ops.sum(x))))  # reads a value on the host
+    x = ops.ones((3,), device=device)
+    values = [ops.to_numpy(step(x)).tolist() for _ in range(4)]
+    row = dict(check="uncapturable function", values=values, eager=getattr(step, "eager", None),
+               after=ops.to_numpy(ops.sum(ops.ones((4,), device=device) * 2)).tolist())
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row), flush=True)
 
 
 def chapter_code(path):
@@ -166,12 +281,20 @@ def main(argv=None):
     parser.add_argument("--bench-backends", nargs="+", choices=BACKENDS, default=BACKENDS)
     parser.add_argument("--bench-models", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--skip-smoke", action="store_true")
+    parser.add_argument("--graphs", action="store_true",
+                        help="first, torch's CUDA graphs against eager steps")
+    parser.add_argument("--eager-rows", action="store_true",
+                        help="also torch's scratch and concise rows with D2LRNN_CUDA_GRAPHS=0")
     parser.add_argument("--minutes", type=float, default=8.5, help="the smoke runs stop at this many minutes")
     parser.add_argument("--table", type=pathlib.Path, metavar="JSONL", help="print that file as a table")
     parser.add_argument("--chapter", help=argparse.SUPPRESS)  # the smoke run's child: one chapter
+    parser.add_argument("--graphs-only", action="store_true", help=argparse.SUPPRESS)  # its own process
     args = parser.parse_args(argv)
     if args.chapter:
         return run_chapter(args.chapter)
+    if args.graphs_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        return graphs_check(args.out)
     if args.table:
         rows = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
         return print(table(rows))
@@ -179,8 +302,10 @@ def main(argv=None):
         parser.error("--out DIR: where the results go")
     args.out.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + 60 * args.minutes
+    if args.graphs:
+        subprocess.run([sys.executable, __file__, "--out", str(args.out), "--graphs-only"], timeout=300)
     if not args.skip_bench:
-        bench_rows(args.out, args.seconds, args.bench_backends, args.bench_models)
+        bench_rows(args.out, args.seconds, args.bench_backends, args.bench_models, args.eager_rows)
     if not args.skip_smoke:
         smoke(args.out, args.book, deadline)
 

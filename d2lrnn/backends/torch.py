@@ -41,7 +41,14 @@ def zeros_like(x):
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
-    return from_numpy(_common.arange_numpy(start, stop, step, dtype), device)
+    a = _common.arange_numpy(start, stop, step, dtype)
+    whole = all(isinstance(v, (int, np.integer)) for v in (start, stop, step) if v is not None)
+    if whole and a.dtype.kind == "i" and device is not None and torch.device(device).type != "cpu":
+        # made there by a kernel, not copied from the host: a CUDA graph can hold a kernel (the masked
+        # loss's positions, inside a training step); the same integers
+        first, step = (int(a[0]) if len(a) else 0), int(step)
+        return torch.arange(first, first + len(a) * step, step, dtype=_dtype(a.dtype), device=device)
+    return from_numpy(a, device)
 
 
 def tensor(data, dtype=None, device=None):
@@ -460,8 +467,14 @@ def scan(step, carry, xs, reverse=False):
 
 
 def compile(fn, calls="many"):  # noqa: A001
-    # Eager PyTorch is fastest for these small step functions: returned unchanged.
-    return fn
+    # On the CPU eager PyTorch is fastest for these small step functions: returned unchanged. Where CUDA
+    # is available, with calls="many", a call on a CUDA device replays a CUDA graph of its kernels, one
+    # launch in place of hundreds (_torch_graphs); calls="few" and calls on the CPU run eagerly.
+    if calls == "few" or not torch.cuda.is_available():
+        return fn
+    from ._torch_graphs import Graphed
+
+    return Graphed(fn)
 
 
 def try_gpu(i=0):

@@ -225,3 +225,7 @@ def test_the_gpu_table_gives_each_row_over_its_plain_loop():
     assert lines[2] == "| torch | RNN | 200,000 | 50,000 | 0.25x | failed | — |"
     assert lines[3] == "| torch | GRU | not run | 1,234 | — | not run | — |"
     assert lines[4] == "| torch | LSTM | not run | not run | — | not run | — |"
+    rows += [{"backend": "torch", "cell": "rnn", "model": "scratch-eager", "tokens_per_sec": 20_000.0}]
+    lines = table(rows).splitlines()  # with CUDA graphs off as well: two more columns
+    assert lines[0].endswith("| scratch-eager tokens/s | scratch-eager / plain |")
+    assert lines[2] == "| torch | RNN | 200,000 | 50,000 | 0.25x | failed | — | 20,000 | 0.10x |"
