@@ -203,10 +203,20 @@ def _pair(x, y):
 
 
 def maximum(x, y):
+    # a number as clamp's bound, not a tensor made from it: that would be a copy from the host, which a
+    # CUDA graph cannot hold (the clipping's max(||g||, theta) in every training step)
+    if isinstance(x, torch.Tensor) and isinstance(y, (int, float)):
+        return torch.clamp_min(x, y)
+    if isinstance(y, torch.Tensor) and isinstance(x, (int, float)):
+        return torch.clamp_min(y, x)
     return torch.maximum(*_pair(x, y))
 
 
 def minimum(x, y):
+    if isinstance(x, torch.Tensor) and isinstance(y, (int, float)):
+        return torch.clamp_max(x, y)
+    if isinstance(y, torch.Tensor) and isinstance(x, (int, float)):
+        return torch.clamp_max(y, x)
     return torch.minimum(*_pair(x, y))
 
 
