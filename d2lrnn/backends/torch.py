@@ -202,22 +202,25 @@ def _pair(x, y):
     return x, y
 
 
+def _tensor_and_bound(x, y):
+    """(tensor, number) when one of x, y is a floating tensor and the other a Python number, else None."""
+    for tensor, number in ((x, y), (y, x)):
+        if isinstance(number, (int, float)) and torch.is_tensor(tensor) and tensor.is_floating_point():
+            return tensor, number
+    return None
+
+
 def maximum(x, y):
-    # a number as clamp's bound, not a tensor made from it: that would be a copy from the host, which a
-    # CUDA graph cannot hold (the clipping's max(||g||, theta) in every training step)
-    if isinstance(x, torch.Tensor) and isinstance(y, (int, float)):
-        return torch.clamp_min(x, y)
-    if isinstance(y, torch.Tensor) and isinstance(x, (int, float)):
-        return torch.clamp_min(y, x)
-    return torch.maximum(*_pair(x, y))
+    # A number is clamp's bound, not a tensor made from it: that would be a copy from the host, which a
+    # CUDA graph cannot hold (the clipping's max(||g||, theta) in every training step). Same values,
+    # NaN kept.
+    pair = _tensor_and_bound(x, y)
+    return torch.clamp_min(*pair) if pair else torch.maximum(*_pair(x, y))
 
 
 def minimum(x, y):
-    if isinstance(x, torch.Tensor) and isinstance(y, (int, float)):
-        return torch.clamp_max(x, y)
-    if isinstance(y, torch.Tensor) and isinstance(x, (int, float)):
-        return torch.clamp_max(y, x)
-    return torch.minimum(*_pair(x, y))
+    pair = _tensor_and_bound(x, y)
+    return torch.clamp_max(*pair) if pair else torch.minimum(*_pair(x, y))
 
 
 # -- reductions ------------------------------------------------------------------------------
