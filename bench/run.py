@@ -126,6 +126,15 @@ def targets(rows):
         out.append((f"fastest d2lrnn row ({name}) >= 70% of the machine's best measured matmul "
                     f"({machine[0]:.0f} GFLOP/s, {machine[1]}; issue 33)",
                     f"{share:.0%}", share >= 0.7))
+    plain = {(x["backend"], x["cell"]): x["peak_rss_mb"] for x in rows if x["model"] == "reference"}
+    for backend in dict.fromkeys(b for b, _ in plain):  # issue 33: memory against the plain loop's
+        mine = [(x["peak_rss_mb"] / plain[backend, x["cell"]], x) for x in rows if x["backend"] == backend
+                and x["model"] != "reference" and (backend, x["cell"]) in plain]
+        if mine:
+            ratio, worst = max(mine, key=lambda pair: pair[0])
+            out.append((f"{backend}: every d2lrnn row's peak RSS <= 1.2x its plain loop's (issue 33)",
+                        f"max {ratio:.2f}x ({CELL_NAMES[worst['cell']]} {worst['model']}, "
+                        f"{worst['peak_rss_mb']:.0f} MB)", ratio <= 1.2))
     book = [x for x in rows if x["cell"] == "rnn" and x["model"] != "reference"]
     if book:
         worst = max(book, key=lambda x: x["peak_rss_mb"])
@@ -239,18 +248,17 @@ def main(argv=None):
         "",
         table(rows),
         "",
-        "Model GFLOP/s counts 6 FLOPs per weight per token (each gate's W_x and W_h, and W_hq; 2 "
-        "forward, 4 backward). The matmul ceiling is the float32 GFLOP/s of a 2048x2048 product on the "
-        "row's framework, measured in the same process just before and just after its training window "
-        "(the better of the two), so that the share compares numbers from the same minutes of this "
-        "shared machine. *% of machine* is the row's model GFLOP/s over the best ceiling of any framework "
-        "in the run: the machine's best measured float32 product (frameworks reach different shares of "
-        "the same cores, and which is fastest depends on the machine). "
-        "Peak RSS is the process's maximum resident memory, framework included. "
-        "*First step* is the wall time of the first training step, left out of tokens/s: on tensorflow "
-        "and jax it is mostly tracing and compiling the step (jax compiles the scratch models' 35 "
-        "unrolled steps, forward and backward, into one XLA program), elsewhere the first call's "
-        "allocations.",
+        "Model GFLOP/s counts 6 FLOPs per weight per token (each gate's W_x and W_h, and W_hq; 2 forward,"
+        " 4 backward). The matmul ceiling is the float32 GFLOP/s of a 2048x2048 product on the row's "
+        "framework, measured twice in the same process just after its training window (the better of the "
+        "two; after its peak RSS is read), so that the share compares numbers from the same minutes of "
+        "this shared machine. *% of machine* is the row's model GFLOP/s over the best ceiling of any "
+        "framework in the run: the machine's best measured float32 product (frameworks reach different "
+        "shares of the same cores, and which is fastest depends on the machine). Peak RSS is the "
+        "process's maximum resident memory, framework included. *First step* is the wall time of the "
+        "first training step, left out of tokens/s: on tensorflow and jax it is mostly tracing and "
+        "compiling the step (jax compiles the scratch models' 35 unrolled steps, forward and backward, "
+        "into one XLA program), elsewhere the first call's allocations.",
     ]
     ok = targets(rows)
     if not args.skip_memory:

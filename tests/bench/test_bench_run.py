@@ -40,3 +40,16 @@ def test_the_seventy_percent_target_reads_the_fastest_d2lrnn_row():
     faster = ROWS + [row("torch", "concise", 250.0, 340.0)]
     (_, measured, met), = [t for t in run.targets(faster) if "machine's best" in t[0]]
     assert (measured, met) == ("71%", True)
+
+
+def test_the_memory_target_reads_each_backends_worst_row_over_its_own_cells_plain_loop():
+    rows = [dict(row("torch", "reference", 1.0, None), peak_rss_mb=400.0),
+            dict(row("torch", "scratch", 1.0, 300.0), peak_rss_mb=470.0),
+            dict(row("torch", "concise", 1.0, 300.0), peak_rss_mb=490.0),
+            dict(row("torch", "reference", 1.0, None, cell="gru"), peak_rss_mb=300.0),
+            dict(row("torch", "concise", 1.0, 300.0, cell="gru"), peak_rss_mb=390.0),  # 1.30x: the worst
+            dict(row("jax", "reference", 1.0, None), peak_rss_mb=500.0),
+            dict(row("jax", "scratch", 1.0, 300.0), peak_rss_mb=600.0)]  # exactly 1.2x: met
+    memory = {t[0].split(":")[0]: t[1:] for t in run.targets(rows) if "peak RSS <= 1.2x" in t[0]}
+    assert memory == {"torch": ("max 1.30x (GRU concise, 390 MB)", False),
+                      "jax": ("max 1.20x (LSTM scratch, 600 MB)", True)}
