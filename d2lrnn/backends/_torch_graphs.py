@@ -14,8 +14,8 @@ overwrites the buffers, and a caller may keep a step's outputs, e.g. the best pa
 Only for calls whose tensor arguments are all on one CUDA device and need no gradient (d2lrnn's training
 and evaluation steps); anything else runs eagerly. A function
 that cannot be captured (it reads a tensor's value on the host, e.g. ``.item()``) runs eagerly from then
-on, the same numbers, as TensorFlow's compile falls back to eager. ``D2LRNN_CUDA_GRAPHS=0`` turns
-capturing off.
+on, the same numbers, as TensorFlow's compile falls back to eager; so does one called with more than
+``MAX_SIGNATURES`` signatures. ``D2LRNN_CUDA_GRAPHS=0`` turns capturing off.
 """
 
 import os
@@ -23,6 +23,7 @@ import os
 import torch
 
 WARMUP = 2
+MAX_SIGNATURES = 16  # a function called with ever new shapes or numbers gains nothing: eager after these
 _VALUES = (bool, int, float, str, torch.dtype, torch.device)
 
 
@@ -112,6 +113,9 @@ class Graphed:
             return self.fn(*args)
         entry = self.graphs.get(key)
         if entry is None:
+            if key not in self.calls and len(self.calls) >= MAX_SIGNATURES:
+                self.eager = True
+                return self.fn(*args)
             self.calls[key] = self.calls.get(key, 0) + 1
             if self.calls[key] <= WARMUP:
                 return self.api.warm_up(self.fn, args)

@@ -126,6 +126,17 @@ def test_calls_that_a_graph_cannot_take_run_eagerly(monkeypatch):
     assert off.eager and off.captures == 0 and off.api.warm_ups == 0
 
 
+def test_a_function_called_with_ever_new_numbers_runs_eagerly_after_a_bounded_number_of_them():
+    api = StandIn()
+    step = Graphed(sgd_step, api)
+    X, Y = batches(1)[0]
+    limit = _torch_graphs.MAX_SIGNATURES
+    outputs = [step(initial_params(), X, Y, 0.01 * (i + 1)) for i in range(limit + 5)]
+    assert step.eager and len(step.calls) == limit and api.warm_ups == limit
+    for i, (loss, _) in enumerate(outputs):
+        assert torch.equal(loss, sgd_step(initial_params(), X, Y, 0.01 * (i + 1))[0])
+
+
 def test_nesting_and_values_come_back_in_place():
     tensors, rebuild = flatten((torch.ones(2), [None, (torch.zeros(1), 3)], "x"))
     assert len(tensors) == 2
