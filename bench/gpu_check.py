@@ -21,6 +21,7 @@ and cell in the same file.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -301,6 +302,14 @@ def main(argv=None):
     if args.out is None:
         parser.error("--out DIR: where the results go")
     args.out.mkdir(parents=True, exist_ok=True)
+    # The plain loops load their batches through d2lrnn's NumPy backend, which needs HIPS autograd (a GPU
+    # image has PyTorch and JAX, not that); every child process imports d2lrnn from this checkout.
+    plain_loops = "reference" in args.bench_models and not args.skip_bench
+    if plain_loops and importlib.util.find_spec("autograd") is None:
+        parser.error("HIPS autograd is not installed here and the plain loops need it (d2lrnn's NumPy "
+                     "backend loads their batches): install its wheel, or leave the plain loops out with "
+                     "--bench-models scratch concise")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     deadline = time.monotonic() + 60 * args.minutes
     if args.graphs:
         subprocess.run([sys.executable, __file__, "--out", str(args.out), "--graphs-only"], timeout=300)

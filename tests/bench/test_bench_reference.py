@@ -229,3 +229,19 @@ def test_the_gpu_table_gives_each_row_over_its_plain_loop():
     lines = table(rows).splitlines()  # with CUDA graphs off as well: two more columns
     assert lines[0].endswith("| scratch-eager tokens/s | scratch-eager / plain |")
     assert lines[2] == "| torch | RNN | 200,000 | 50,000 | 0.25x | failed | — | 20,000 | 0.10x |"
+
+
+def test_the_gpu_check_asks_for_autograd_before_timing_plain_loops_without_it(monkeypatch, tmp_path, capsys):
+    # a GPU machine's image has PyTorch and JAX but not HIPS autograd, which the plain loops' batches need
+    import importlib.util
+
+    from bench import gpu_check
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "autograd" else
+                        find_spec(name, *a))
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--out", str(tmp_path), "--skip-smoke"])
+    assert exit_.value.code == 2
+    assert "install its wheel, or leave the plain loops out with --bench-models scratch concise" in \
+        capsys.readouterr().err
