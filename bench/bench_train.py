@@ -91,6 +91,21 @@ def _batches(steps):
     return train_iter, [(ops.to_numpy(X), ops.to_numpy(Y)) for X, Y in train_iter]
 
 
+def lm_training(model, cell, hidden, train_iter, device=None):
+    """d2lrnn's book-sized model and its SGD step on ``device``: (net, updater, minibatches there,
+    ``step(batch)`` -> the loss), the state carried from batch to batch (sequential partitioning)."""
+    net = d2l.make_model(model, VOCAB, hidden, device, cell=cell)
+    updater = d2l.make_train_step(net, 1.0, 1.0, device=device)
+    batches = [placed(batch, device) for batch in train_iter]
+    state = [net.begin_state(BATCH, device)]
+
+    def step(batch):
+        l, net.params, state[0] = updater(net.params, *batch, state[0])
+        return l
+
+    return net, updater, batches, step
+
+
 def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None,
                      device=None, gpu=False):
     """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
@@ -105,14 +120,10 @@ def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0
         batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
         per_batch, n, first = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
     else:
-        net = d2l.make_model(model, VOCAB, hidden, device, cell=cell)
-        train_step = d2l.make_train_step(net, 1.0, 1.0, device=device)
-        batches = [placed(batch, device) for batch in train_iter]
-        state = [net.begin_state(BATCH, device)]
+        _, _, batches, train_step = lm_training(model, cell, hidden, train_iter, device)
 
         def step(batch):
-            l, net.params, state[0] = train_step(net.params, *batch, state[0])
-            float(ops.to_numpy(l))  # the training loop syncs on the loss every step too
+            float(ops.to_numpy(train_step(batch)))  # the training loop syncs on the loss every step too
 
         per_batch, n, first = _time_steps(step, batches, seconds, warmup)
     return BATCH * steps / per_batch, per_batch * len(numpy_batches), n, first

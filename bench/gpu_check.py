@@ -31,6 +31,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # d2lrnn and bench from this checkout, in this process too
 BACKENDS = ("torch", "jax")
 CELLS = ("rnn", "gru", "lstm")
 MODELS = ("reference", "scratch", "concise")
@@ -98,21 +99,10 @@ def _graphed(updater):
 
 
 def _lm_case(model, cell, device):
-    """A book-sized language model on ``device``: (its training step, its minibatches, step(batch))."""
-    import d2lrnn as d2l
-    from d2lrnn.training.loop import placed
+    """The training benchmark's language model on ``device``: (net, updater, minibatches, step(batch))."""
+    from bench.bench_train import HIDDEN, STEPS, _batches, lm_training
 
-    net = d2l.make_model(model, 28, 512, device, cell=cell)
-    updater = d2l.make_train_step(net, 1.0, 1.0, device=device)
-    train_iter, _, _ = d2l.load_data_lm("timemachine", 32, 35, False, seed=0, val_fraction=0.1)
-    batches = [placed(batch, device) for batch in train_iter]
-    state = [net.begin_state(32, device)]
-
-    def step(batch):
-        l, net.params, state[0] = updater(net.params, *batch, state[0])
-        return l
-
-    return net, updater, batches, step
+    return lm_training(model, cell, HIDDEN, _batches(STEPS)[0], device)
 
 
 def _seq2seq_case(device):

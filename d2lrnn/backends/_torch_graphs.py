@@ -22,6 +22,8 @@ import os
 
 import torch
 
+from ._common import tree_map
+
 WARMUP = 2
 MAX_SIGNATURES = 16  # a function called with ever new shapes or numbers gains nothing: eager after these
 _VALUES = (bool, int, float, str, torch.dtype, torch.device)
@@ -56,24 +58,11 @@ def flatten(tree):
     """The tensors of nested lists and tuples, in order, and a function that puts others in their
     places: ``rebuild(tensors)``."""
     tensors = []
+    tree_map(lambda x: tensors.append(x) if torch.is_tensor(x) else None, tree)
 
-    def skeleton(x):
-        if isinstance(x, torch.Tensor):
-            tensors.append(x)
-            return len(tensors) - 1
-        if isinstance(x, (list, tuple)):
-            return type(x), [skeleton(v) for v in x]
-        return None, x
-
-    shape = skeleton(tree)
-
-    def rebuild(values, node=shape):
-        if isinstance(node, int):
-            return values[node]
-        kind, content = node
-        if kind is None:
-            return content
-        return kind(rebuild(values, v) for v in content)
+    def rebuild(values):
+        values = iter(values)
+        return tree_map(lambda x: next(values) if torch.is_tensor(x) else x, tree)
 
     return tensors, rebuild
 
