@@ -83,6 +83,8 @@ RECURRENCE = {"scratch": "d2lrnn GRU from scratch ({gradient})",
                           "torch": "torch.nn.GRU through d2lrnn", "tensorflow": "keras GRU through d2lrnn",
                           "mxnet": "gluon.rnn.GRU through d2lrnn", "jax": "flax GRUCell through d2lrnn",
                           "paddle": "paddle.nn.GRU through d2lrnn"}}
+#: Issue 33: each backend at least half the fastest backend's tokens/s; peak RSS within 1.2x the plain loop's.
+MIN_SHARE, MAX_MEMORY = 0.5, 1.2
 TARGET = "torch scratch >= 1.0x the plain torch nn.Embedding + nn.GRU + nn.Linear loop"
 
 
@@ -317,6 +319,44 @@ def target_line(rows):
     return f"{text}: {measured}" + ("" if met is None else " yes" if met else " no")
 
 
+def across_backends(rows):
+    """Issue 33's speed line: each backend's faster d2lrnn model (scratch or concise, the user's choice of
+    flag) within 2x of the fastest backend's; ``(text, met)``, met None when fewer than two backends ran."""
+    best = {}
+    for x in rows:
+        if x["model"] != "reference" and x["tokens_per_sec"] > best.get(x["backend"], (0, ""))[0]:
+            best[x["backend"]] = (x["tokens_per_sec"], x["model"])
+    if len(best) < 2:
+        return "fewer than two backends measured", None
+    fastest = max(best, key=lambda b: best[b][0])
+    shares = {b: best[b][0] / best[fastest][0] for b in best}
+    text = ", ".join(f"{b} {shares[b]:.2f} ({best[b][1]})" for b in sorted(best, key=shares.get))
+    return f"each backend's faster model over {fastest}'s {best[fastest][0]:,.0f} tokens/s: {text}", \
+        min(shares.values()) >= MIN_SHARE
+
+
+def memory_ratios(rows):
+    """``{(backend, model): peak RSS over the same framework's reference}`` for d2lrnn's rows."""
+    ref = {x["backend"]: x["peak_rss_mb"] for x in rows if x["model"] == "reference"}
+    return {(x["backend"], x["model"]): x["peak_rss_mb"] / ref[x["backend"]]
+            for x in rows if x["model"] != "reference" and x["backend"] in ref}
+
+
+def issue_33_lines(rows):
+    """The seq2seq lines of issue 33: speed across backends within 2x, peak memory within 1.2x of the plain
+    loop's, each with 'yes', 'no' or nothing where not measured."""
+    speed, met = across_backends(rows)
+    lines = [f"Target (issue 33): every backend within 2x of the fastest: {speed}"
+             + ("" if met is None else " yes" if met else " no")]
+    ratios = memory_ratios(rows)
+    if ratios:
+        worst = max(ratios, key=ratios.get)
+        text = ", ".join(f"{b} {m} {r:.2f}x" for (b, m), r in sorted(ratios.items()))
+        lines.append(f"Target (issue 33): peak RSS <= {MAX_MEMORY}x the plain loop's: {text}; worst "
+                     f"{' '.join(worst)} " + ("yes" if ratios[worst] <= MAX_MEMORY else "no"))
+    return lines
+
+
 def report(rows, config, rounds, threads, command, minutes=None):
     """The ``seq2seq-speed`` section's text."""
     first = rows[0]
@@ -348,6 +388,8 @@ def report(rows, config, rounds, threads, command, minutes=None):
         table(rows),
         "",
         f"Target (issue 14): {target_line(rows)}",
+        "",
+        *"\n\n".join(issue_33_lines(rows)).splitlines(),
     ]
     if minutes is not None:
         lines += ["", f"The whole run took {minutes:.0f} minutes."]

@@ -228,6 +228,24 @@ def test_best_of_rounds_ratios_and_target():
     assert bench_seq2seq.target(rows[1:]) == (bench_seq2seq.TARGET, "not measured", None)
 
 
+def test_issue_33_lines_compare_each_backends_faster_model_and_memory():
+    rows = [fake_row("torch", "scratch", 3000.0, peak_rss_mb=540.0), fake_row("torch", "concise", 4000.0),
+            fake_row("torch", "reference", 3800.0, peak_rss_mb=500.0),
+            fake_row("mxnet", "scratch", 1500.0, peak_rss_mb=900.0), fake_row("mxnet", "concise", 2100.0),
+            fake_row("mxnet", "reference", 6000.0, peak_rss_mb=600.0)]
+    speed, memory = bench_seq2seq.issue_33_lines(rows)
+    # each backend by its faster d2lrnn model; the plain loops are not d2lrnn's rows
+    assert speed.endswith("over torch's 4,000 tokens/s: mxnet 0.53 (concise), torch 1.00 (concise) yes")
+    assert memory.endswith("mxnet concise 0.67x, mxnet scratch 1.50x, torch concise 0.80x, "
+                           "torch scratch 1.08x; worst mxnet scratch no")
+    rows[4] = fake_row("mxnet", "concise", 1900.0)
+    assert bench_seq2seq.issue_33_lines(rows)[0].endswith("mxnet 0.47 (concise), torch 1.00 (concise) no")
+    assert bench_seq2seq.issue_33_lines(rows[:3]) == [
+        "Target (issue 33): every backend within 2x of the fastest: fewer than two backends measured",
+        "Target (issue 33): peak RSS <= 1.2x the plain loop's: torch concise 0.80x, torch scratch 1.08x; "
+        "worst torch scratch yes"]
+
+
 def test_report_table_and_section(tmp_path):
     rows = [fake_row("numpy", "concise", 2000.0), fake_row("torch", "scratch", 3300.0),
             fake_row("torch", "concise", 2400.0), fake_row("torch", "reference", 3000.0),
@@ -247,6 +265,9 @@ def test_report_table_and_section(tmp_path):
     assert ("Target (issue 14): torch scratch >= 1.0x the plain torch nn.Embedding + nn.GRU + nn.Linear "
             "loop: 1.10x yes") in text
     assert "all English-French training pairs (16,259 training pairs" in text and "took 12 minutes" in text
+    assert "\n\nTarget (issue 33): every backend within 2x of the fastest: each backend's faster model " \
+        "over torch's 3,300 tokens/s: mxnet 0.27 (scratch), numpy 0.61 (concise), torch 1.00 (scratch) " \
+        "no\n\nTarget (issue 33): peak RSS <= 1.2x" in text
 
     out = tmp_path / "RESULTS.md"
     out.write_text("# Benchmark results\n\nkept text\n\n" + section("lm-notes", "notes by hand"))
