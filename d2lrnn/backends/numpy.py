@@ -129,6 +129,11 @@ autograd.extend.defvjp(_take_rows, _take_rows_vjp, None)
 
 
 def matmul(a, b):
+    if anp.ndim(a) > 2 and anp.ndim(b) == 2:
+        # (..., k) @ (k, n) as one 2-D product: NumPy's stacked matmul makes one small BLAS call per
+        # leading index, and autograd's gradient for b a (..., k, n) array summed afterwards.
+        shape = anp.shape(a)
+        return anp.reshape(anp.matmul(anp.reshape(a, (-1, shape[-1])), b), shape[:-1] + anp.shape(b)[-1:])
     return anp.matmul(a, b)
 
 

@@ -146,6 +146,12 @@ def take(x, indices, axis=0):
 
 
 def matmul(a, b):
+    if a.shape.rank is not None and a.shape.rank > 2 and b.shape.rank == 2:
+        # (..., k) @ (k, n) as one 2-D product: TensorFlow's broadcasting BatchMatMul runs it (and its
+        # gradient, a product per leading index then a sum) several times slower on the CPU.
+        shape = a.shape[:-1] + b.shape[-1:]
+        shape = shape if shape.is_fully_defined() else tf.concat([tf.shape(a)[:-1], tf.shape(b)[-1:]], 0)
+        return tf.reshape(tf.matmul(tf.reshape(a, (-1, tf.shape(a)[-1])), b), shape)
     return tf.matmul(a, b)
 
 

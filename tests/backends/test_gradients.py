@@ -288,7 +288,9 @@ _x34 = normal(3, 4)
 #: shim function -> its gradient checks. Differentiated: every float input unless ``wrt`` says.
 CASES = {
     "matmul": [Case(op("matmul"), [normal(3, 5), normal(5, 4)]),
-               Case(op("matmul"), [normal(2, 3, 5), normal(2, 5, 4)])],
+               Case(op("matmul"), [normal(2, 3, 5), normal(2, 5, 4)]),
+               # a stack of rows times one matrix (the decoder's output layer): one 2-D product
+               Case(op("matmul"), [normal(2, 3, 5), normal(5, 4)])],
     "linear": [Case(op("linear"), [normal(5, 3), normal(4, 3)]),
                Case(op("linear"), [normal(5, 3), normal(4, 3), normal(4)]),
                Case(op("linear"), [normal(5, 3), normal(4, 3), normal(5, 4)]),  # a whole-matrix bias
