@@ -128,8 +128,23 @@ def averaged_view(net, step):
     averaged = getattr(step, "averaged_params", lambda: None)()
     if averaged is None:
         return net
-    view = copy.copy(net)
+    view = _separate_copy(net)
     view.params = averaged
+    return view
+
+
+def _separate_copy(module, copies=None):
+    """A shallow copy of ``module`` whose sub-modules (attributes with ``params`` of their own: an
+    encoder-decoder's encoder and decoder) are copies too, so setting the copy's ``params`` leaves the
+    original's alone: an encoder-decoder's ``params`` setter writes into its encoder and decoder.
+    ``copies`` (id -> copy) keeps a module reached twice one copy, and a cycle finite."""
+    copies = {} if copies is None else copies
+    if id(module) in copies:
+        return copies[id(module)]
+    view = copies[id(module)] = copy.copy(module)
+    for name, value in getattr(module, "__dict__", {}).items():
+        if hasattr(value, "params") and not isinstance(value, type):
+            setattr(view, name, _separate_copy(value, copies))
     return view
 
 

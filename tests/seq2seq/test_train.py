@@ -19,6 +19,8 @@ from d2lrnn.seq2seq.train import (
     references,
     seq2seq_objective,
 )
+from d2lrnn.training.optim import get_optimizer
+from d2lrnn.training.step import Updater
 from d2lrnn.training.step import clip_by_global_norm as grad_clipping
 
 
@@ -147,6 +149,24 @@ def test_training_records_losses_bleu_and_speed_and_continues_where_it_stopped(s
         np.testing.assert_allclose(ops.to_numpy(p), q, rtol=1e-5, atol=1e-6)
     with pytest.raises(ArgumentError, match="already holds 3 epochs"):
         _run(small_split, 3, history=resumed, net=net, updater=updater2)
+
+
+def test_averaged_weights_are_validated_and_kept_but_never_trained_from(small_split):
+    # The encoder-decoder's params setter writes into its encoder and decoder: validating a view of it
+    # holding the averages must not hand them to the model that trains on.
+    train_iter, _, _, tgt_vocab = small_split
+    seed_state = train_iter.rng_state()
+    _, _, plain = _run(small_split, 3)
+    train_iter.set_rng_state(seed_state)
+    d2l.manual_seed(0)
+    net = make_seq2seq(len(small_split[2]), len(tgt_vocab), 16, 16, 1, 0.0)
+    updater = Updater(net.params, seq2seq_objective(net, tgt_vocab["<bos>"]), get_optimizer("adam", 0.01),
+                      average=0.9)
+    net, updater, averaged = _run(small_split, 3, net=net, updater=updater)
+    np.testing.assert_allclose(averaged["train_loss"], plain["train_loss"], rtol=1e-6)
+    assert averaged["val_loss"] != plain["val_loss"]  # validated with the averages
+    for p, a in zip(net.params, updater.averaged_params()):  # and kept as the model at the end
+        np.testing.assert_array_equal(ops.to_numpy(p), ops.to_numpy(a))
 
 
 def test_validation_loss_and_bleu_are_what_they_say(small_split):

@@ -9,6 +9,7 @@ import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.data.translation import load_data_nmt_split
 from d2lrnn.seq2seq import make_seq2seq
+from d2lrnn.training.loop import averaged_view
 
 
 class Yielded:
@@ -78,3 +79,32 @@ def test_a_models_inputs_go_to_its_device(moved):
     X = ops.tensor([[1, 2, 3]])
     net(X, net.begin_state(1, moved.device))
     assert id(X) in moved
+
+
+def test_an_averaged_view_of_a_model_of_models_leaves_the_model_alone():
+    class Part:
+        def __init__(self, params):
+            self.params = params
+
+    class Whole:  # params read from and written into its parts, as an encoder-decoder's are
+        def __init__(self):
+            self.first, self.second = Part(["a"]), Part(["b"])
+            self.first.owner = self  # a cycle back to the whole: copied once, not forever
+
+        @property
+        def params(self):
+            return self.first.params + self.second.params
+
+        @params.setter
+        def params(self, params):
+            self.first.params, self.second.params = params[:1], params[1:]
+
+    class Step:
+        def averaged_params(self):
+            return ["A", "B"]
+
+    net = Whole()
+    view = averaged_view(net, Step())
+    assert view.params == ["A", "B"] and net.params == ["a", "b"]
+    assert view.first.owner is view and net.first.owner is net
+    assert averaged_view(net, object()) is net  # no averages kept: the model itself
