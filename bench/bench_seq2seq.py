@@ -33,8 +33,9 @@ process of that backend's tox environment (``--single``, one JSON line), one aft
 its speed drifts) and compares every d2lrnn row with its framework's reference from the same run.
 
 At the end the table is printed and written into the ``seq2seq-speed`` section of bench/RESULTS.md
-(``--out`` for another file; the file's other sections are kept), with the issue's target line:
-the torch scratch model at >= 1.0x the plain torch loop.
+(``--out`` for another file; the file's other sections are kept), with the target lines: issue 14's,
+the torch scratch model at >= 1.0x the plain torch loop, and issue 33's, each backend's faster d2lrnn model
+at >= 0.5x the fastest backend's tokens/s and every d2lrnn row's peak RSS within 1.2x its plain loop's.
 """
 
 import argparse
