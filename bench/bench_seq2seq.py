@@ -274,11 +274,16 @@ def best_of(rounds):
     return best
 
 
+def over_reference(rows, key):
+    """``{(backend, model): row[key] over the same framework's reference's}`` for d2lrnn's rows."""
+    ref = {x["backend"]: x[key] for x in rows if x["model"] == "reference"}
+    return {(x["backend"], x["model"]): x[key] / ref[x["backend"]]
+            for x in rows if x["model"] != "reference" and x["backend"] in ref}
+
+
 def vs_reference(rows):
     """``{(backend, model): tokens/s over the same framework's reference}`` for d2lrnn's rows."""
-    ref = {x["backend"]: x["tokens_per_sec"] for x in rows if x["model"] == "reference"}
-    return {(x["backend"], x["model"]): x["tokens_per_sec"] / ref[x["backend"]]
-            for x in rows if x["model"] != "reference" and x["backend"] in ref}
+    return over_reference(rows, "tokens_per_sec")
 
 
 def recurrence(row):
@@ -336,20 +341,13 @@ def across_backends(rows):
         min(shares.values()) >= MIN_SHARE
 
 
-def memory_ratios(rows):
-    """``{(backend, model): peak RSS over the same framework's reference}`` for d2lrnn's rows."""
-    ref = {x["backend"]: x["peak_rss_mb"] for x in rows if x["model"] == "reference"}
-    return {(x["backend"], x["model"]): x["peak_rss_mb"] / ref[x["backend"]]
-            for x in rows if x["model"] != "reference" and x["backend"] in ref}
-
-
 def issue_33_lines(rows):
     """The seq2seq lines of issue 33: speed across backends within 2x, peak memory within 1.2x of the plain
     loop's, each with 'yes', 'no' or nothing where not measured."""
     speed, met = across_backends(rows)
     lines = [f"Target (issue 33): every backend within 2x of the fastest: {speed}"
              + ("" if met is None else " yes" if met else " no")]
-    ratios = memory_ratios(rows)
+    ratios = over_reference(rows, "peak_rss_mb")
     if ratios:
         worst = max(ratios, key=ratios.get)
         text = ", ".join(f"{b} {m} {r:.2f}x" for (b, m), r in sorted(ratios.items()))
@@ -389,9 +387,9 @@ def report(rows, config, rounds, threads, command, minutes=None):
         table(rows),
         "",
         f"Target (issue 14): {target_line(rows)}",
-        "",
-        *"\n\n".join(issue_33_lines(rows)).splitlines(),
     ]
+    for line in issue_33_lines(rows):
+        lines += ["", line]
     if minutes is not None:
         lines += ["", f"The whole run took {minutes:.0f} minutes."]
     return "\n".join(lines) + "\n"
