@@ -298,8 +298,7 @@ CASES = {
                # a weight that is a transposed view (NumPy's other product form; as BPTT passes W_hh^T)
                Case(lambda X, W_t, b: ops.linear(X, ops.transpose(W_t), b),
                     [normal(5, 3), normal(3, 4), normal(5, 4)])],
-    "prepack_linear": [Case(op("prepack_linear"), [normal(4, 3)]),
-                       Case(lambda X, W, b: ops.linear(X, ops.prepack_linear(W), b),
+    "prepack_linear": [Case(lambda X, W, b: ops.linear(X, ops.prepack_linear(W), b),
                             [normal(5, 3), normal(4, 3), normal(5, 4)]),
                        Case(lambda X, W_t: ops.linear(X, ops.prepack_linear(ops.transpose(W_t))),
                             [normal(5, 3), normal(3, 4)])],
