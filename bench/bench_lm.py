@@ -297,7 +297,7 @@ def marks_of(epochs_curve, points):
 def run_train(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, threads=None, log=None, warmup=0.0,
               epochs=None, eval_streams=STREAMS, eval_steps=NUM_STEPS, **config):
     """``d2lrnn train`` itself (``cli.main``, in this process) for ``epochs`` epochs, its curve read from the
-    run's metrics.csv: after every epoch its validation loss (its own evaluation, batch-size streams)
+    run's metrics.csv: after every epoch its validation loss (its own evaluation, d2l.VAL_STREAMS streams)
     and the wall time since training started, evaluations and checkpoint writes included. The table
     takes, at each of ``eval_at``, the last epoch finished by then. ``warmup`` (seconds) becomes the
     same fraction of the run's steps as of ``minutes``."""
@@ -336,7 +336,7 @@ def run_train(corpus, minutes, eval_at=None, *, raw=False, max_tokens=-1, thread
             "steps": steps * len(rows), "train_seconds": seconds, "tokens_per_s": tokens / seconds,
             "train_loss": math.log(float(rows[-1]["train_ppl"])), "eval_seconds": 0.0,
             "eval": {"cli": True, "predicted": val_iter.num_tokens,
-                     "streams": min(config["batch"], (len(val_iter.corpus) - 1) // config["num_steps"])},
+                     "streams": val_iter.batch_size},
             "framework": _framework(d2l.backend_name()), "vocab_size": len(vocab),
             "train_size": len(train_iter.corpus), "val_size": len(val_iter.corpus), "argv": argv,
             "warmup_steps": warmup_steps}
@@ -527,12 +527,13 @@ def section_body(corpus, minutes, eval_at, results, command, info=None, plot=Non
     if plot is not None:
         rel = os.path.relpath(pathlib.Path(plot).resolve(), pathlib.Path(out).resolve().parent)
         lines += [f"![validation loss against training minutes]({rel})", ""]
-    if any(r["kind"] == "train" for r in ok):
+    trains = [r for r in ok if r["kind"] == "train"]
+    if trains:
         lines += ["`d2lrnn train` rows: the command itself trains for its epochs (cosine decay over them) "
                   "and evaluates after every epoch, on its own validation batches (the validation text cut "
-                  "into batch-size streams); each cell is the last epoch finished by that time on the wall "
-                  "clock since training started, its evaluations and checkpoint writes included (epoch, "
-                  "minutes).", ""]
+                  f"into {trains[0]['eval']['streams']} streams, `d2l.VAL_STREAMS`); each cell is the last "
+                  "epoch finished by that time on the wall clock since training started, its evaluations and "
+                  "checkpoint writes included (epoch, minutes).", ""]
     plain = [r for r in ok if r["kind"] != "train"]
     if plain:
         r = plain[0]

@@ -37,6 +37,7 @@ from .book.seq2seq import Decoder, Encoder, EncoderDecoder, predict_seq2seq, tra
 from .book.training import SGD, evaluate_loss, grad_clipping, predict_ch8, sgd, train_ch8, train_epoch_ch8
 from .data import (
     CORPORA,
+    VAL_STREAMS,
     NGramLM,
     SeqDataLoader,
     Vocab,
@@ -132,7 +133,7 @@ __all__ = [
     "CORPORA", "corpus_path", "read_corpus", "read_time_machine", "tokenize", "load_corpus",
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus", "ngram_counts", "NGramLM",
     "select_k", "ngram_perplexities", "baseline_perplexity", "plot_zipf", "seq_data_iter_random",
-    "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine", "load_data_lm",
+    "seq_data_iter_sequential", "SeqDataLoader", "load_data_time_machine", "load_data_lm", "VAL_STREAMS",
     "models", "make_model", "RNNModel", "RNNModelScratch", "StackedRNNModelScratch", "rnn_layer",
     "get_params", "init_rnn_state", "rnn", "rnn_textbook", "get_gru_params", "init_gru_state", "gru",
     "gru_textbook", "get_lstm_params", "init_lstm_state", "lstm", "lstm_textbook", "Animator", "progress_bar",

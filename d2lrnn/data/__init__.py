@@ -17,6 +17,7 @@ from .corpus import (
     train_val_split,
 )
 from .iterators import (
+    VAL_STREAMS,
     SeqDataLoader,
     load_data_lm,
     load_data_time_machine,
@@ -42,7 +43,7 @@ __all__ = [
     "load_corpus_time_machine", "train_val_split", "Vocab", "count_corpus",
     "ngram_counts", "NGramLM", "select_k", "ngram_perplexities", "baseline_perplexity", "baseline_sample",
     "plot_zipf", "seq_data_iter_random", "seq_data_iter_sequential", "SeqDataLoader",
-    "load_data_time_machine", "load_data_lm",
+    "load_data_time_machine", "load_data_lm", "VAL_STREAMS",
     "read_data_nmt", "preprocess_nmt", "tokenize_nmt", "truncate_pad", "build_array_nmt", "load_array",
     "load_data_nmt", "load_data_nmt_split",
 ]

@@ -68,17 +68,30 @@ def _sequential_starts(num_tokens, batch_size, num_steps, offset, nb):
     return offset + row_len * np.arange(batch_size) + num_steps * np.arange(nb)[:, None]
 
 
-def _epoch(corpus, starts, num_steps):
+def _epoch(corpus, starts, num_steps, rest=0):
     """Yield the epoch's minibatches as backend tensors, each gathered from the corpus when its turn
-    comes (an epoch's positions at once would take 8 bytes per corpus token)."""
+    comes (an epoch's positions at once would take 8 bytes per corpus token); then, if ``rest``, one
+    shorter minibatch of the ``rest`` tokens that follow the last one in each row."""
     steps = np.arange(num_steps)
     for row_starts in starts:
         index = row_starts[:, None] + steps
-        X, Y = corpus[index].astype(np.int64), corpus[index + 1].astype(np.int64)
-        yield token_tensor(X), token_tensor(Y)
+        yield _pair(corpus, index)
+    if rest:
+        yield _pair(corpus, (starts[-1] + num_steps)[:, None] + np.arange(rest))
 
 
-def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus"):
+def _pair(corpus, index):
+    """The inputs at ``index`` and their targets, one token ahead, as backend tensors."""
+    return token_tensor(corpus[index].astype(np.int64)), token_tensor(corpus[index + 1].astype(np.int64))
+
+
+def _rest(num_tokens, batch_size, num_steps):
+    """Tokens left in each row after the whole minibatches of a sequential epoch from token 0."""
+    return (num_tokens - 1) // batch_size % num_steps
+
+
+def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=True, name="corpus",
+          whole=False):
     corpus = compact(corpus)
     _check_batching(len(corpus), batch_size, num_steps, name)
     rng = generator() if rng is None else rng
@@ -89,7 +102,7 @@ def _plan(corpus, batch_size, num_steps, use_random_iter, rng, random_offset=Tru
         starts = _random_starts(n, batch_size, num_steps, offset, nb, rng)
     else:
         starts = _sequential_starts(n, batch_size, num_steps, offset, nb)
-    return _epoch(corpus, starts, num_steps)
+    return _epoch(corpus, starts, num_steps, _rest(n, batch_size, num_steps) if whole else 0)
 
 
 def seq_data_iter_random(corpus, batch_size, num_steps, rng=None):
@@ -115,6 +128,8 @@ class SeqDataLoader:
     generator is used, which ``d2l.manual_seed`` resets.
     """
 
+    whole = False  # see from_tokens
+
     def __init__(self, batch_size, num_steps, use_random_iter, max_tokens, corpus="timemachine",
                  token="char", seed=None, raw=False):
         indices, vocab = load_corpus(corpus, token, max_tokens, raw)
@@ -123,14 +138,20 @@ class SeqDataLoader:
 
     @classmethod
     def from_tokens(cls, tokens, vocab, batch_size, num_steps, use_random_iter, seed=None,
-                    random_offset=True, name="token list"):
+                    random_offset=True, name="token list", whole=False):
         """A loader over a given list (or array) of token indices, e.g. one split of a corpus.
 
         ``random_offset=False`` starts every epoch at token 0 (with the sequential iterator the
-        batches are then the same every epoch, as evaluation wants).
+        batches are then the same every epoch, as evaluation wants). ``whole=True`` (with both of
+        those) reads every row to its end: a last, shorter minibatch holds what is left of each
+        row, so an evaluation scores the same tokens whatever ``num_steps`` is.
         """
+        if whole and (use_random_iter or random_offset):
+            raise DataError("whole=True reads the rows in order from token 0: pass use_random_iter=False and "
+                            "random_offset=False")
         loader = cls.__new__(cls)
         loader._setup(tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name)
+        loader.whole = bool(whole)
         return loader
 
     def _setup(self, tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name):
@@ -155,12 +176,13 @@ class SeqDataLoader:
         return len(self.corpus)
 
     def __len__(self):
-        return num_batches(self.num_tokens, self.batch_size, self.num_steps, self.use_random_iter,
-                           self.random_offset)
+        whole = num_batches(self.num_tokens, self.batch_size, self.num_steps, self.use_random_iter,
+                            self.random_offset)
+        return whole + bool(self.whole and _rest(self.num_tokens, self.batch_size, self.num_steps))
 
     def __iter__(self):
         return _plan(self.corpus, self.batch_size, self.num_steps, self.use_random_iter, self._rng,
-                     self.random_offset, self.name)
+                     self.random_offset, self.name, self.whole)
 
     def __repr__(self):
         kind = "random" if self.use_random_iter else "sequential"
@@ -174,16 +196,27 @@ def load_data_time_machine(batch_size, num_steps, use_random_iter=False, max_tok
     return data_iter, data_iter.vocab
 
 
+#: Rows (parallel streams) the validation text is cut into. Each row is read from a fresh state, so the
+#: first tokens of a row are predicted with less context than the rest: a count of its own, not the
+#: training batch size, keeps a model's validation perplexity the same whatever batch size it trained
+#: with. 16 is the cut bench/lm_eval.py scores every benchmarked model with.
+VAL_STREAMS = 16
+
+
 def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_iter=False, max_tokens=-1,
-                 val_fraction=0.1, token="char", seed=None, raw=False):
+                 val_fraction=0.1, token="char", seed=None, raw=False, val_streams=VAL_STREAMS):
     """Training and validation minibatches of a corpus, and its vocabulary.
 
     The vocabulary covers the whole corpus; the last ``val_fraction`` of the tokens is held
-    out. ``val_iter`` reads them in order from token 0, every epoch the same, with
-    ``min(batch_size, (len(val) - 1) // num_steps)`` rows so a short split still gives one
-    batch; it is None when ``val_fraction`` is 0. ``raw=True`` makes every character of the
+    out. ``val_iter`` reads them in order from token 0, every epoch the same, in
+    ``min(val_streams, (len(val) - 1) // num_steps)`` rows (fewer for a short split, so it
+    still gives one batch) and to the end of each row, the last minibatch shorter than
+    ``num_steps``: neither the training batch size nor ``num_steps`` changes which tokens it
+    scores. It is None when ``val_fraction`` is 0. ``raw=True`` makes every character of the
     file a token, uncleaned (see :func:`d2lrnn.data.corpus.load_corpus`).
     """
+    if isinstance(val_streams, bool) or not isinstance(val_streams, (int, np.integer)) or val_streams < 1:
+        raise DataError(f"val_streams is {val_streams!r}: use a positive integer")
     indices, vocab = load_corpus(corpus, token, max_tokens, raw)
     train, val = train_val_split(indices, val_fraction)
     name = f"corpus {str(corpus)!r}"
@@ -195,6 +228,7 @@ def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_i
     if len(val) < need:
         raise DataError(f"the validation split of {name} has {len(val)} tokens, fewer than num_steps + 1 = "
                         f"{need}: use a smaller --num-steps or a larger --val-fraction")
-    val_iter = SeqDataLoader.from_tokens(val, vocab, min(batch_size, (len(val) - 1) // num_steps), num_steps,
-                                         False, random_offset=False, name=f"the validation split of {name}")
+    val_iter = SeqDataLoader.from_tokens(val, vocab, min(val_streams, (len(val) - 1) // num_steps), num_steps,
+                                         False, random_offset=False, name=f"the validation split of {name}",
+                                         whole=True)
     return train_iter, val_iter, vocab

@@ -153,17 +153,52 @@ def test_load_data_lm():
     assert (train_iter.num_tokens, val_iter.num_tokens) == (153522, 17058)
     corpus, _ = d2l.load_corpus("timemachine")
     first, again = as_numpy(val_iter), as_numpy(val_iter)
-    assert len(first) == len(val_iter) == 15  # offset 0: 17057 // 32 = 533 tokens a row, 15 steps of 35
-    assert np.array_equal(first, again)  # evaluation reads the same batches every time
+    # 16 rows whatever the batch size: 17057 // 16 = 1066 tokens a row, 30 steps of 35 and one of 16
+    assert val_iter.batch_size == d2l.VAL_STREAMS == 16
+    assert len(first) == len(val_iter) == 31
+    assert all(np.array_equal(a, b) for pair, twin in zip(first, again) for a, b in zip(pair, twin))
+    assert [X.shape for X, _ in first[-2:]] == [(16, 35), (16, 16)]
     assert np.array_equal(first[0][0][0], corpus[153522:153522 + 35])
     assert np.array_equal(first[1][0][0], corpus[153522 + 35:153522 + 70])
+    assert np.array_equal(first[-1][0][3], corpus[153522 + 3 * 1066 + 1050:153522 + 4 * 1066])
+    assert np.array_equal(first[-1][1][15], corpus[153522 + 15 * 1066 + 1051:153522 + 16 * 1066 + 1])
+
+
+def _scored(val_iter):
+    """The validation targets as one row of text per stream."""
+    return np.concatenate([Y for _, Y in as_numpy(val_iter)], axis=1)
+
+
+def test_val_tokens_independent_of_batch_size_and_num_steps():
+    """The validation perplexity of a model is the same whatever batch size and num_steps it trained
+    with: the validation loader scores the same targets in the same rows."""
+    scored = {(batch, steps): _scored(d2l.load_data_lm(batch_size=batch, num_steps=steps, max_tokens=20000,
+                                                       seed=0)[1])
+              for batch, steps in [(32, 35), (4, 35), (8, 64), (16, 124)]}
+    reference = scored[(32, 35)]
+    assert reference.shape == (16, 124)  # (2000 - 1) // 16; 124 = 3 * 35 + 19
+    for value in scored.values():
+        assert np.array_equal(value, reference)
+    assert len(d2l.load_data_lm(batch_size=4, num_steps=124, max_tokens=20000)[1]) == 1  # no empty tail
+
+
+def test_val_streams():
+    _, val_iter, _ = d2l.load_data_lm(batch_size=4, num_steps=35, max_tokens=20000, val_streams=1)
+    (row,) = _scored(val_iter)
+    corpus, _ = d2l.load_corpus("timemachine", max_tokens=20000)
+    assert np.array_equal(row, corpus[18001:20000])  # one stream: every target of the split, in order
+    with pytest.raises(d2l.DataError, match=r"^val_streams is 0: use a positive integer$"):
+        d2l.load_data_lm(val_streams=0)
+    with pytest.raises(d2l.DataError, match="whole=True reads the rows in order from token 0"):
+        d2l.SeqDataLoader.from_tokens(list(range(100)), None, 2, 5, True, whole=True)
 
 
 def test_load_data_lm_shrinks_val_batch():
     train_iter, val_iter, _ = d2l.load_data_lm(batch_size=8, num_steps=35, max_tokens=1000)
     assert (train_iter.num_tokens, val_iter.num_tokens) == (900, 100)
     assert val_iter.batch_size == 2 and train_iter.batch_size == 8  # (100 - 1) // 35 rows
-    assert len(list(val_iter)) == 1
+    # 49 tokens a row: one step of 35, then the 14 left
+    assert [X.shape for X, _ in as_numpy(val_iter)] == [(2, 35), (2, 14)] and len(val_iter) == 2
 
 
 def test_load_data_lm_without_val():
