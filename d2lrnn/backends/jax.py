@@ -552,10 +552,29 @@ def compile(fn, calls="many"):  # noqa: A001
     jitted = jax.jit(keyed)
 
     def step(*args):
-        return jitted(_keys.next(), *args)
+        return jitted(_keys.next(), *_committed(args))
 
     step.compilations = jitted._cache_size  # how many compiled programs so far (for tests)
     return step
+
+
+def _committed(args):
+    """``args`` with every array placed on a device: ``jax.jit`` compiles a program again when an
+    argument it saw uncommitted (made by ``jnp.asarray``, ``jnp.zeros``: fresh parameters, a begun state)
+    comes back committed (every compiled program's output is), so a training step was compiled three
+    times, for its first minibatch, its second and a new epoch's fresh state. Arrays already on a
+    device, the common case, cost a look at one attribute each."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    loose = [i for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray) or (
+        isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.committed)]
+    if not loose:
+        return args
+    placed = [leaf for leaf in leaves
+              if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and leaf.committed]
+    device = next(iter(placed[0].devices())) if placed else jax.devices()[0]
+    for i in loose:
+        leaves[i] = jax.device_put(leaves[i], device)
+    return jax.tree_util.tree_unflatten(tree, leaves)
 
 
 def try_gpu(i=0):

@@ -20,11 +20,14 @@ def test_a_plain_function_is_returned_where_there_is_no_compiler(backend):
 
 
 def test_training_compiles_the_step_once_per_shape(backend):
-    """A language model's epoch (every minibatch the same shape) and a seq2seq run with a short last batch:
-    one program for the first, two for the second, however many minibatches."""
+    """A language model's epochs (every minibatch the same shape) and a seq2seq run with a short last batch:
+    one program for the first, two for the second, however many minibatches. The language model is a
+    reader's, built from the book's functions: its parameters and each epoch's first state are made
+    outside any compiled program, JAX's uncommitted arrays (a program's outputs are committed, and
+    ``jax.jit`` compiled the step again for each change: three programs in two epochs)."""
     d2l.manual_seed(0)
     train_iter, vocab = d2l.load_data_time_machine(4, 5, max_tokens=400)
-    net = d2l.make_model("scratch", len(vocab), 8, cell="gru")
+    net = d2l.RNNModelScratch(len(vocab), 8, d2l.try_gpu(), d2l.get_gru_params, d2l.init_gru_state, d2l.gru)
     updater = d2l.make_train_step(net, 1.0)
     d2l.train_epoch_ch8(net, train_iter, step=updater)
     d2l.train_epoch_ch8(net, train_iter, step=updater, epoch=2)
