@@ -565,13 +565,18 @@ def _committed(args):
     times, for its first minibatch, its second and a new epoch's fresh state. Arrays already on a
     device, the common case, cost a look at one attribute each."""
     leaves, tree = jax.tree_util.tree_flatten(args)
-    loose = [i for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray) or (
-        isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and not leaf.committed)]
+    loose, placed = [], None
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, np.ndarray):
+            loose.append(i)
+        elif isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer):
+            if not leaf.committed:
+                loose.append(i)
+            elif placed is None:
+                placed = leaf
     if not loose:
         return args
-    placed = [leaf for leaf in leaves
-              if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer) and leaf.committed]
-    device = next(iter(placed[0].devices())) if placed else jax.devices()[0]
+    device = next(iter(placed.devices())) if placed is not None else jax.devices()[0]
     for i in loose:
         leaves[i] = jax.device_put(leaves[i], device)
     return jax.tree_util.tree_unflatten(tree, leaves)

@@ -31,11 +31,15 @@ def token_tensor(indices):
     return ops.from_numpy(indices)
 
 
+def _check_positive(label, value, hint=""):
+    """A count given by the user: a positive integer, else a one-line error (``hint``: where to set it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise DataError(f"{label} is {value!r}: use a positive integer{hint}")
+
+
 def _check_batching(num_tokens, batch_size, num_steps, name="corpus"):
     for label, value in (("batch_size", batch_size), ("num_steps", num_steps)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            flag = label.replace("_", "-")
-            raise DataError(f"{label} is {value!r}: use a positive integer (--{flag})")
+        _check_positive(label, value, f" (--{label.replace('_', '-')})")
     need = batch_size * num_steps + 1
     if num_tokens < need:
         raise DataError(f"{name} has {num_tokens} tokens, fewer than batch_size * num_steps + 1 = {need}: "
@@ -128,8 +132,6 @@ class SeqDataLoader:
     generator is used, which ``d2l.manual_seed`` resets.
     """
 
-    whole = False  # see from_tokens
-
     def __init__(self, batch_size, num_steps, use_random_iter, max_tokens, corpus="timemachine",
                  token="char", seed=None, raw=False):
         indices, vocab = load_corpus(corpus, token, max_tokens, raw)
@@ -150,15 +152,16 @@ class SeqDataLoader:
             raise DataError("whole=True reads the rows in order from token 0: pass use_random_iter=False and "
                             "random_offset=False")
         loader = cls.__new__(cls)
-        loader._setup(tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name)
-        loader.whole = bool(whole)
+        loader._setup(tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name, whole)
         return loader
 
-    def _setup(self, tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name):
+    def _setup(self, tokens, vocab, batch_size, num_steps, use_random_iter, seed, random_offset, name,
+               whole=False):
         self.corpus = compact(tokens)  # one byte per character: the epoch's batches are gathered from it
         _check_batching(len(self.corpus), batch_size, num_steps, name)
         self.vocab, self.batch_size, self.num_steps = vocab, int(batch_size), int(num_steps)
         self.use_random_iter, self.random_offset, self.name = bool(use_random_iter), random_offset, name
+        self.whole = bool(whole)
         self._rng = None if seed is None else np.random.default_rng(checks.seed(seed))
 
     def rng_state(self):
@@ -215,8 +218,7 @@ def load_data_lm(corpus="timemachine", batch_size=32, num_steps=35, use_random_i
     scores. It is None when ``val_fraction`` is 0. ``raw=True`` makes every character of the
     file a token, uncleaned (see :func:`d2lrnn.data.corpus.load_corpus`).
     """
-    if isinstance(val_streams, bool) or not isinstance(val_streams, (int, np.integer)) or val_streams < 1:
-        raise DataError(f"val_streams is {val_streams!r}: use a positive integer")
+    _check_positive("val_streams", val_streams)
     indices, vocab = load_corpus(corpus, token, max_tokens, raw)
     train, val = train_val_split(indices, val_fraction)
     name = f"corpus {str(corpus)!r}"
