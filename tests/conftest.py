@@ -18,9 +18,12 @@ if os.environ.get("D2LRNN_BACKEND") == "jax":
     # The tests' programs are tiny and most run once: compiling them costs far more than running them.
     # XLA's LLVM optimization passes were a third of the JAX env's time; its newer fusion emitters (MLIR)
     # a quarter of what was left (an eager operation compiled in ~30 ms with them, ~20 ms without). The
-    # same operations and the same checks, compiled by the older emitters without the LLVM passes.
-    os.environ.setdefault("XLA_FLAGS",
-                          "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
+    # same operations and the same checks, compiled by the older emitters without the LLVM passes. And in one
+    # piece: XLA splits a program's code generation into parts for a thread pool, which on the one core an env
+    # has here only adds work (4-8% of the CPU time of a sample of the JAX tests, in three runs side by side).
+    os.environ.setdefault("XLA_FLAGS", " ".join(["--xla_backend_optimization_level=0",
+                                                 "--xla_cpu_use_fusion_emitters=false",
+                                                 "--xla_cpu_parallel_codegen_split_count=1"]))
     # The suite also builds the same programs many times: new jitted steps of the same model in this
     # process, and again in every notebook kernel and command line it starts. One compilation cache for
     # the session compiles each program once; a fresh directory, so nothing carries over between runs.
@@ -54,7 +57,8 @@ ONCE_BACKEND = "numpy"
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "once: what the test checks is code above the backend (argument parsing, run folders, "
-        "input fuzzing), the same on every backend: it runs in the numpy env only")
+        "input fuzzing, the package's import layers), the same on every backend: it runs in the numpy env "
+        "only")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,6 +7,9 @@ import time
 
 #: A notebook's progress line is redrawn at most this often (seconds); it is drawn once more at the end.
 NOTEBOOK_REFRESH = 0.5
+#: The share of a run's time the live plot may spend drawing: a frame takes ~0.1-0.2 s to render (more
+#: than many quick epochs take), so after a frame that took d seconds the next waits d (1 - s) / s.
+PLOT_TIME_SHARE = 0.1
 
 
 def in_notebook():
@@ -111,9 +114,10 @@ class Animator:
     """Plot data points as they arrive (the book's ``Animator``), redrawn in place in notebooks.
 
     ``title`` is shown above the axes. ``enabled=None`` draws only inside a notebook; in a
-    terminal nothing is drawn (the command line saves a PNG at the end instead). Rendering a
-    frame takes ~0.1 s, so points that arrive faster than ``min_interval`` seconds apart are
-    drawn together with the next one; ``close()`` draws the last frame.
+    terminal nothing is drawn (the command line saves a PNG at the end instead). Points that
+    arrive faster than ``min_interval`` seconds apart are drawn together with the next one, and
+    drawing takes at most :data:`PLOT_TIME_SHARE` of the time (a frame takes ~0.1-0.2 s to render);
+    ``close()`` draws the last frame.
     """
 
     def __init__(self, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None, xscale="linear",
@@ -131,10 +135,14 @@ class Animator:
         self.axes = axes[0, 0]
         self.config = dict(xlabel=xlabel, ylabel=ylabel, xlim=xlim, ylim=ylim, xscale=xscale,
                            yscale=yscale, title=title)
-        self._display = None
-        # Show the empty axes now, so that text printed meanwhile (a progress bar) comes below
-        # the plot instead of being split around it when the first point arrives.
-        self._draw()
+        self._set_axes()
+        # Take the plot's place in the output now (an empty output, updated in place with the first
+        # frame), so that text printed meanwhile (a progress bar) comes below the plot; rendering the
+        # empty axes would cost a frame.
+        from IPython import display
+
+        self._display = display.display({"text/plain": ""}, raw=True, display_id=True)
+        self._drawn_at, self._draw_seconds, self._frames = self._clock(), 0.0, 0
 
     def add(self, x, y):
         """Add one point per line: ``y`` is a number or a list (one value per line)."""
@@ -147,17 +155,16 @@ class Animator:
                 self.X[i].append(a)
                 self.Y[i].append(b)
         self._stale = True
-        if self.enabled and self._clock() - self._drawn_at >= self.min_interval:
+        if self.enabled and self._clock() - self._drawn_at >= self._wait():
             self._draw()
 
-    def _draw(self):
-        from IPython import display
+    def _wait(self):
+        """Seconds between frames: ``min_interval``, or longer where frames are slow to render."""
+        return max(self.min_interval, self._draw_seconds * (1 - PLOT_TIME_SHARE) / PLOT_TIME_SHARE)
 
-        ax = self.axes
-        ax.cla()
-        for x, y, fmt in zip(self.X or [], self.Y or [], self.fmts):
-            ax.plot(x, y, fmt)
-        c = self.config
+    def _set_axes(self):
+        """Labels, scales, limits, title and grid from the constructor's arguments."""
+        ax, c = self.axes, self.config
         ax.set_xlabel(c["xlabel"])
         ax.set_ylabel(c["ylabel"])
         ax.set_xscale(c["xscale"])
@@ -171,17 +178,22 @@ class Animator:
         if self.legend and ax.lines:
             ax.legend(self.legend)
         ax.grid(True)
-        if self._display is None:
-            self._display = display.display(self.fig, display_id=True)
-        else:
-            self._display.update(self.fig)
+
+    def _draw(self):
+        start = self._clock()
+        self.axes.cla()
+        for x, y, fmt in zip(self.X or [], self.Y or [], self.fmts):
+            self.axes.plot(x, y, fmt)
+        self._set_axes()
+        self._display.update(self.fig)
         self._drawn_at, self._stale = self._clock(), False
+        self._draw_seconds, self._frames = self._drawn_at - start, self._frames + 1
 
     def close(self):
         """Draw the points not drawn yet and stop (in notebooks the last frame stays as the cell's output)."""
         if self.enabled:
             import matplotlib.pyplot as plt
 
-            if self._stale:
+            if self._stale or not self._frames:  # no points at all: the empty axes
                 self._draw()
             plt.close(self.fig)

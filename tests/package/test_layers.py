@@ -17,7 +17,12 @@ Imports inside functions count too: a lazy import hides a cycle, it does not rem
 import ast
 import pathlib
 
+import pytest
+
 import d2lrnn
+
+# The package's source, parsed: the same files in every env, whatever the backend.
+pytestmark = pytest.mark.once
 
 PACKAGE = pathlib.Path(d2lrnn.__file__).resolve().parent
 LAYERS = [[("errors", "checks", "_version")], [("backends", "ops")], [("data",), ("models",)],

@@ -122,6 +122,49 @@ def test_animator_draws_its_title_and_rate_limits_redraws(shown, clock):
     assert animator.axes.get_title() == "timemachine, numpy"
 
 
+def test_animator_keeps_its_place_without_rendering_and_draws_empty_axes_if_no_point_comes(shown, clock):
+    import matplotlib.figure
+
+    animator = progress.Animator(xlabel="epoch", legend=["train"], enabled=True, clock=clock)
+    # the plot's place in the output, taken before any text a progress bar prints: an empty output
+    assert shown == [("display", {"text/plain": ""}, {"raw": True, "display_id": True})]
+    animator.close()  # nothing was added: the empty axes, once
+    assert [kind for kind, _, _ in shown] == ["display", "update"]
+    assert isinstance(shown[1][1], matplotlib.figure.Figure)
+
+
+class RenderingClock(FakeClock):
+    """A clock on which every display update (a frame's rendering) takes ``seconds``."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+
+def test_slow_frames_are_drawn_less_often_so_drawing_takes_a_tenth_of_the_time(shown, monkeypatch):
+    clock = RenderingClock(0.3)
+    update = FakeHandle.update
+
+    def slow_update(handle, obj, **kwargs):
+        clock.now += clock.seconds
+        update(handle, obj, **kwargs)
+
+    monkeypatch.setattr(FakeHandle, "update", slow_update)
+    animator = progress.Animator(legend=["train"], enabled=True, clock=clock)
+    drawn_at = []
+    for epoch in range(1, 41):  # a point every 0.25 s: 10 s of training
+        clock.now += 0.25
+        frames = len(shown)
+        animator.add(epoch, [1.0 / epoch])
+        if len(shown) > frames:
+            drawn_at.append(epoch)
+    # a 0.3 s frame is followed by at least 2.7 s without one (the 11th point of 0.25 s), not by 0.5 s
+    assert drawn_at == [2, 13, 24, 35], drawn_at
+    assert progress.PLOT_TIME_SHARE == 0.1
+    animator.close()
+    assert list(animator.axes.lines[0].get_xdata()) == list(range(1, 41))  # every point in the last frame
+
+
 def test_animator_takes_the_books_arguments_in_the_books_order(shown, clock, monkeypatch):
     """The book's cells: ``d2l.Animator(xlabel=..., ylabel=..., legend=[...], xlim=[10, num_epochs])``,
     positional up to ``figsize`` as the book's signature orders them, and ``add(x, (y,))``; drawn in a
