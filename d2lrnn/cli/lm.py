@@ -6,7 +6,7 @@ import types
 
 from .. import ops
 from ..checks import MAX_EPOCHS
-from ..data import CORPORA, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
+from ..data import CORPORA, VAL_STREAMS, baseline_sample, corpus_path, load_data_lm, ngram_perplexities
 from ..errors import D2LRNNError, DataError
 from ..lm import checkpoint_info, checkpoint_writer, load_checkpoint, make_model, predict, train_lm
 from ..lm.checkpoint import corpus_digest
@@ -28,7 +28,7 @@ from .args import (
     yes_no,
 )
 from .command import TrainingCommand, refuse_too_large, register
-from .resumed import stopped_early
+from .resumed import short, stopped_early
 from .saving import png_writer
 
 NGRAM_ORDERS = (1, 2, 3, 5)
@@ -287,8 +287,17 @@ class LanguageModelCommand(TrainingCommand):
         return key == "corpus" and value not in CORPORA
 
     def check_resumed(self, args, path, info):
-        """Refuse to resume a run that stopped early: it is finished (one more epoch would stop it again,
-        and its result would no longer be the finished run's)."""
+        """Refuse to resume a run whose epochs were scored on another cut of the validation text (the
+        best model would be chosen by two measures), or that stopped early: it is finished (one more
+        epoch would stop it again, and its result would no longer be the finished run's)."""
+        streams = info["hparams"].get("val_streams")
+        if streams != VAL_STREAMS:
+            cut = ("one row per minibatch row (d2lrnn before 2026-11-27)" if streams is None
+                   else f"{short(streams)} rows")
+            raise D2LRNNError(f"the run in {path} scored its validation text cut into {cut}, this d2lrnn "
+                              f"into {VAL_STREAMS} rows: its epochs and new ones would not compare, so it "
+                              "cannot be resumed; nothing was changed (its model.npz still generates): "
+                              "start a new run")
         if stopped_early(info["history"], "val_ppl", args.patience, args.epochs) is not None:
             done = info["history"]["epoch"][-1]
             raise D2LRNNError(f"the run in {path} stopped early after epoch {done} of {args.epochs} (no "
@@ -391,7 +400,8 @@ class LanguageModelCommand(TrainingCommand):
         if args.corpus not in CORPORA:
             hparams["corpus_path"] = str(corpus_path(args.corpus).resolve())
         hparams.update(backend=backend, token="char", prefixes=list(data.prefixes), corpus_sha1=digest,
-                       ngram_val_ppl={str(n): ppl for n, ppl in data.baselines.items()})
+                       ngram_val_ppl={str(n): ppl for n, ppl in data.baselines.items()},
+                       val_streams=VAL_STREAMS)  # how the validation text is cut (load_data_lm)
         return hparams
 
     def title(self, args, backend):

@@ -155,6 +155,27 @@ def test_a_run_that_stopped_early_is_finished(tmp_path, monkeypatch, capsys):
     assert _files(run) == before
 
 
+@pytest.mark.once
+def test_a_run_scored_on_another_cut_of_the_validation_text_is_not_resumed(lm_run, tmp_path, capsys):
+    # Until 2026-11-27 the validation text was cut into one row per minibatch row, so a model's validation
+    # perplexity moved with the batch size; now it is cut into d2l.VAL_STREAMS rows. A run saved before
+    # holds no val_streams: resumed, its best model would be chosen by two different measures.
+    assert d2l.checkpoint_info(lm_run / "last.npz")["hparams"]["val_streams"] == d2l.VAL_STREAMS == 16
+    for name, change in (("old", lambda m: m["hparams"].pop("val_streams")),
+                         ("other", _set("hparams", "val_streams", value=8))):
+        run = _copy(lm_run, tmp_path / name)
+        _rewrite_meta(run / "last.npz", change)
+        before = _files(run)
+        capsys.readouterr()
+        assert cli.main(["train", "--resume", str(run), "--epochs", "2"]) == 2
+        cut = "one row per minibatch row (d2lrnn before 2026-11-27)" if name == "old" else "8 rows"
+        assert capsys.readouterr().err == (
+            f"d2lrnn: error: the run in {run} scored its validation text cut into {cut}, this d2lrnn into 16 "
+            "rows: its epochs and new ones would not compare, so it cannot be resumed; nothing was changed "
+            "(its model.npz still generates): start a new run\n")
+        assert _files(run) == before
+
+
 def _set(*keys, value):
     def change(meta):
         target = meta
