@@ -11,8 +11,6 @@ command that reads it.
 
 import hashlib
 
-import numpy as np
-
 from .. import checks, ops
 from ..errors import CheckpointError
 from ..models import RecurrentStack
@@ -144,18 +142,16 @@ def load_checkpoint(path, device=None, follow_symlinks=True):
     return net, vocab, container.info_of(meta, CONTENTS)
 
 
-def corpus_digest(train_iter, val_iter, chunk=1 << 20, int64=False):
+def corpus_digest(train_iter, val_iter, chunk=1 << 20):
     """A fingerprint of the token stream: a resumed run must read the same text.
 
-    The SHA-1 of the indices as stored (one byte per character), after their type's name. With
-    ``int64=True``, the SHA-1 of the indices as int64, computed a chunk at a time: what runs saved
-    before the stream was stored compactly hold (8 times the bytes to hash).
+    The SHA-1 of the indices as stored (one byte per character), after their type's name, hashed a
+    chunk at a time. (Runs saved before the stream was stored compactly hold the SHA-1 of the indices
+    as int64; they are also from before the validation cut of ``load_data_lm``, and are not resumed.)
     """
     digest = hashlib.sha1()
-    if not int64:
-        digest.update(f"{train_iter.corpus.dtype.str}:".encode())
+    digest.update(f"{train_iter.corpus.dtype.str}:".encode())
     for tokens in (train_iter.corpus, val_iter.corpus):
         for start in range(0, len(tokens), chunk):
-            piece = tokens[start:start + chunk]
-            digest.update(piece.astype(np.int64).tobytes() if int64 else piece.tobytes())
+            digest.update(tokens[start:start + chunk].tobytes())
     return digest.hexdigest()
