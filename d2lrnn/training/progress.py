@@ -142,7 +142,7 @@ class Animator:
         from IPython import display
 
         self._display = display.display({"text/plain": ""}, raw=True, display_id=True)
-        self._drawn_at, self._draw_seconds, self._frames = self._clock(), 0.0, 0
+        self._drawn_at, self._draw_seconds, self._stale = self._clock(), 0.0, True  # nothing shown yet
 
     def add(self, x, y):
         """Add one point per line: ``y`` is a number or a list (one value per line)."""
@@ -187,13 +187,13 @@ class Animator:
         self._set_axes()
         self._display.update(self.fig)
         self._drawn_at, self._stale = self._clock(), False
-        self._draw_seconds, self._frames = self._drawn_at - start, self._frames + 1
+        self._draw_seconds = self._drawn_at - start
 
     def close(self):
         """Draw the points not drawn yet and stop (in notebooks the last frame stays as the cell's output)."""
         if self.enabled:
             import matplotlib.pyplot as plt
 
-            if self._stale or not self._frames:  # no points at all: the empty axes
+            if self._stale:  # points not drawn yet, or none at all: the empty axes
                 self._draw()
             plt.close(self.fig)

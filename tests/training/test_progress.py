@@ -133,20 +133,11 @@ def test_animator_keeps_its_place_without_rendering_and_draws_empty_axes_if_no_p
     assert isinstance(shown[1][1], matplotlib.figure.Figure)
 
 
-class RenderingClock(FakeClock):
-    """A clock on which every display update (a frame's rendering) takes ``seconds``."""
-
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-
-
-def test_slow_frames_are_drawn_less_often_so_drawing_takes_a_tenth_of_the_time(shown, monkeypatch):
-    clock = RenderingClock(0.3)
+def test_slow_frames_are_drawn_less_often_so_drawing_takes_a_tenth_of_the_time(shown, clock, monkeypatch):
     update = FakeHandle.update
 
-    def slow_update(handle, obj, **kwargs):
-        clock.now += clock.seconds
+    def slow_update(handle, obj, **kwargs):  # rendering a frame takes 0.3 s of the clock
+        clock.now += 0.3
         update(handle, obj, **kwargs)
 
     monkeypatch.setattr(FakeHandle, "update", slow_update)
