@@ -3,16 +3,21 @@
 ``tox -p`` starts every env at once, so on a 2-core machine six test suites would share two cores. Each
 would keep its own working set (XLA, TensorFlow, torch, ...) and lose it to the others at every switch:
 the same tests took 7% more CPU time three envs to two cores than two to two, and the whole command about a
-fifth more six to two. The envs still build side by side (that is mostly waiting on pip); their tests run
-only as many at a time as there are cores, each in a slot: a file under ``D2LRNN_CPU_SLOTS_DIR``
-(tox.ini points it into the tox work dir) locked with ``flock`` for as long as the command runs. The
-kernel drops the lock when the process ends, however it ends, so a crashed or killed run leaves no slot
-taken. A machine with at least as many cores as envs never waits.
+sixth more six to two. The envs still build side by side; their tests run only as many at a time as
+there are cores, each in a slot: a file under ``D2LRNN_CPU_SLOTS_DIR`` (tox.ini points it into the tox
+work dir) locked with ``flock`` for as long as the command runs. The kernel drops the lock when the
+process ends, however it ends, so a crashed or killed run leaves no slot taken. A machine with at least
+as many cores as envs never waits.
+
+When several envs wait, the one listed first in tox.ini's ``envlist`` (longest first) goes first, so the
+short suites fill in at the end instead of a long one running alone there. A waiter says so with a file
+it holds locked while it waits (``waiting-RANK-PID``), so one that died waiting blocks no one.
 
 ``D2LRNN_CPU_SLOTS`` overrides the number of slots; without ``D2LRNN_CPU_SLOTS_DIR`` the command runs at
 once.
 """
 
+import configparser
 import fcntl
 import os
 import signal
@@ -34,31 +39,77 @@ def slot_count():
     return len(os.sched_getaffinity(0))
 
 
-def try_slot(folder, index):
-    """An open descriptor holding slot ``index``'s lock, or None when another process holds it."""
-    fd = os.open(os.path.join(folder, f"slot-{index}"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+def env_rank(tox_ini="tox.ini", env_name=None):
+    """The position of this tox env (``TOX_ENV_NAME``) in ``tox_ini``'s envlist; after every listed env
+    when it is not listed or there is no tox.ini."""
+    env_name = env_name or os.environ.get("TOX_ENV_NAME", "")
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(tox_ini)
+    listed = config.get("tox", "envlist", fallback="").replace("\n", ",").split(",")
+    envlist = [name.strip() for name in listed if name.strip()]
+    return envlist.index(env_name) if env_name in envlist else len(envlist)
+
+
+def _lock(path, mode):
+    """An open descriptor of ``path`` locked with ``mode`` (never through a link), or None when taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
     return fd
 
 
-def take_slot(folder, slots, say=print):
-    """Wait for a free slot in ``folder`` and return its locked descriptor (keep it open to keep it)."""
+def try_slot(folder, index):
+    """An open descriptor holding slot ``index``'s lock, or None when another process holds it."""
+    return _lock(os.path.join(folder, f"slot-{index}"), fcntl.LOCK_EX)
+
+
+def waiting_ahead(folder, rank, pid):
+    """Whether a live waiter in ``folder`` goes before (rank, pid): a lower rank, or the same and an older
+    pid. A waiting file nobody holds is left over from a waiter that died, and is removed."""
+    for name in os.listdir(folder):
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "waiting" or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        if (int(parts[1]), int(parts[2])) >= (rank, pid):
+            continue
+        probe = _lock(os.path.join(folder, name), fcntl.LOCK_EX)
+        if probe is None:
+            return True  # its waiter holds it
+        os.unlink(os.path.join(folder, name))
+        os.close(probe)
+    return False
+
+
+def take_slot(folder, slots, rank=0, say=print):
+    """Wait for a free slot in ``folder``, behind the waiters that go before ``rank``, and return the
+    slot's locked descriptor (keep it open to keep the slot)."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    said = False
-    while True:
-        for index in range(slots):
-            fd = try_slot(folder, index)
-            if fd is not None:
-                return fd
-        if not said:
-            say(f"cpu_slot: all {slots} slots busy with other envs' tests; waiting for one "
-                f"(D2LRNN_CPU_SLOTS={slots})", flush=True)
-            said = True
-        time.sleep(POLL_SECONDS)
+    pid = os.getpid()
+    waiting = os.path.join(folder, f"waiting-{rank}-{pid}")
+    marker = _lock(waiting, fcntl.LOCK_EX)
+    try:
+        said = False
+        while True:
+            if not waiting_ahead(folder, rank, pid):
+                for index in range(slots):
+                    fd = try_slot(folder, index)
+                    if fd is not None:
+                        return fd
+            if not said:
+                say(f"cpu_slot: {os.environ.get('TOX_ENV_NAME', 'this command')} waits for one of {slots} "
+                    f"slots, busy with other envs' tests (D2LRNN_CPU_SLOTS={slots})", flush=True)
+                said = True
+            time.sleep(POLL_SECONDS)
+    finally:
+        try:
+            os.unlink(waiting)
+        except FileNotFoundError:  # a waiter probed it between our creating and locking it: no matter
+            pass
+        if marker is not None:
+            os.close(marker)
 
 
 def run(argv):
@@ -83,7 +134,7 @@ def main(argv):
         raise SystemExit("usage: python -m tests.cpu_slot COMMAND [ARGS...]")
     folder = os.environ.get("D2LRNN_CPU_SLOTS_DIR")
     try:
-        slot = take_slot(folder, slot_count()) if folder else None
+        slot = take_slot(folder, slot_count(), env_rank()) if folder else None
     except KeyboardInterrupt:
         return 130
     try:

@@ -13,6 +13,11 @@ from tests import cpu_slot
 pytestmark = pytest.mark.once  # no backend involved
 
 
+@pytest.fixture(autouse=True)
+def _in_the_numpy_env(monkeypatch):
+    monkeypatch.setenv("TOX_ENV_NAME", "numpy")
+
+
 def test_each_slot_has_one_holder_until_it_is_closed(tmp_path):
     first = cpu_slot.take_slot(str(tmp_path), 2)
     second = cpu_slot.take_slot(str(tmp_path), 2)
@@ -36,14 +41,52 @@ def test_a_waiting_command_gets_the_slot_its_holder_gives_up(tmp_path, monkeypat
         os.close(held)
 
     def wait_for_the_slot():
-        taken.append(cpu_slot.take_slot(str(tmp_path), 1, give_up_the_slot))
+        taken.append(cpu_slot.take_slot(str(tmp_path), 1, say=give_up_the_slot))
 
     waiter = threading.Thread(target=wait_for_the_slot)
     waiter.start()
     waiter.join(timeout=60)  # a hang guard only: the waiter needs one more look after the slot is freed
     assert taken and taken[0] is not None
-    assert said == ["cpu_slot: all 1 slots busy with other envs' tests; waiting for one (D2LRNN_CPU_SLOTS=1)"]
+    assert said == ["cpu_slot: numpy waits for one of 1 slots, busy with other envs' tests "
+                    "(D2LRNN_CPU_SLOTS=1)"]
+    assert sorted(os.listdir(tmp_path)) == ["slot-0"]  # its waiting file is gone
     os.close(taken[0])
+
+
+def test_a_waiter_listed_earlier_in_the_envlist_goes_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpu_slot, "POLL_SECONDS", 0.01)
+    ahead = cpu_slot._lock(str(tmp_path / "waiting-0-1"), cpu_slot.fcntl.LOCK_EX)  # jax, waiting, alive
+    said, taken = [], []
+
+    def let_it_go(message, flush):  # the slot is free, yet the later env waits until jax stops waiting
+        said.append(message)
+        free = cpu_slot.try_slot(str(tmp_path), 0)
+        assert free is not None
+        os.close(free)
+        os.close(ahead)
+
+    waiter = threading.Thread(target=lambda: taken.append(cpu_slot.take_slot(str(tmp_path), 1, 5, let_it_go)))
+    waiter.start()
+    waiter.join(timeout=60)  # a hang guard only
+    assert len(said) == 1 and taken and taken[0] is not None
+    # jax's file, no longer held, was taken for a waiter that died and removed; so was the waiter's own
+    assert sorted(os.listdir(tmp_path)) == ["slot-0"]
+    os.close(taken[0])
+    # A later rank, or the same rank and a younger pid, does not go first.
+    marker = cpu_slot._lock(str(tmp_path / "waiting-5-99"), cpu_slot.fcntl.LOCK_EX)
+    assert cpu_slot.waiting_ahead(str(tmp_path), 5, 98) is False
+    assert cpu_slot.waiting_ahead(str(tmp_path), 5, 100) is True
+    assert cpu_slot.waiting_ahead(str(tmp_path), 6, 1) is True
+    os.close(marker)
+
+
+def test_the_rank_is_the_envs_place_in_tox_ini(tmp_path):
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = jax, tensorflow,\n    numpy\n")
+    ranks = {name: cpu_slot.env_rank(str(tmp_path / "tox.ini"), name) for name in ("jax", "numpy", "docs")}
+    assert ranks == {"jax": 0, "numpy": 2, "docs": 3}
+    assert cpu_slot.env_rank(str(tmp_path / "missing.ini"), "jax") == 0  # no list: everyone equal
+    ours = cpu_slot.env_rank("tox.ini", "jax"), cpu_slot.env_rank("tox.ini", "numpy")
+    assert ours[0] < ours[1]  # the project's own list puts the longest env first
 
 
 def test_the_slot_is_freed_when_the_command_ends_and_its_exit_code_passes_through(tmp_path, monkeypatch):
