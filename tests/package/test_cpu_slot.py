@@ -126,6 +126,19 @@ def test_bad_slot_counts_and_a_planted_link_are_refused(tmp_path, monkeypatch):
     assert victim.read_text() == "keep"
 
 
+def test_a_run_after_the_others_waits_behind_every_envs_main_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("D2LRNN_CPU_SLOTS_DIR", str(tmp_path))
+    monkeypatch.setenv("D2LRNN_CPU_SLOTS", "1")
+    ranks = []
+    monkeypatch.setattr(cpu_slot, "take_slot", lambda folder, slots, rank: ranks.append(rank))
+    assert cpu_slot.main(["--after-others", sys.executable, "-c", "raise SystemExit(0)"]) == 0
+    assert cpu_slot.main([sys.executable, "-c", "raise SystemExit(0)"]) == 0
+    numpy = cpu_slot.env_rank()
+    assert ranks == [numpy + cpu_slot.LATER, numpy] and cpu_slot.LATER > numpy
+    with pytest.raises(SystemExit, match="usage"):
+        cpu_slot.main(["--after-others"])
+
+
 def test_without_a_slot_folder_the_command_runs_at_once(monkeypatch):
     monkeypatch.delenv("D2LRNN_CPU_SLOTS_DIR", raising=False)
     assert cpu_slot.main([sys.executable, "-c", "raise SystemExit(0)"]) == 0
