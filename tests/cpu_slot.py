@@ -52,7 +52,7 @@ def env_rank(tox_ini="tox.ini", env_name=None):
     return envlist.index(env_name) if env_name in envlist else len(envlist)
 
 
-def _lock(path, mode):
+def lock_file(path, mode):
     """An open descriptor of ``path`` locked with ``mode`` (never through a link), or None when taken."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -65,7 +65,7 @@ def _lock(path, mode):
 
 def try_slot(folder, index):
     """An open descriptor holding slot ``index``'s lock, or None when another process holds it."""
-    return _lock(os.path.join(folder, f"slot-{index}"), fcntl.LOCK_EX)
+    return lock_file(os.path.join(folder, f"slot-{index}"), fcntl.LOCK_EX)
 
 
 def waiting_ahead(folder, rank, pid):
@@ -77,7 +77,7 @@ def waiting_ahead(folder, rank, pid):
             continue
         if (int(parts[1]), int(parts[2])) >= (rank, pid):
             continue
-        probe = _lock(os.path.join(folder, name), fcntl.LOCK_EX)
+        probe = lock_file(os.path.join(folder, name), fcntl.LOCK_EX)
         if probe is None:
             return True  # its waiter holds it
         os.unlink(os.path.join(folder, name))
@@ -91,7 +91,7 @@ def take_slot(folder, slots, rank=0, say=print):
     os.makedirs(folder, mode=0o700, exist_ok=True)
     pid = os.getpid()
     waiting = os.path.join(folder, f"waiting-{rank}-{pid}")
-    marker = _lock(waiting, fcntl.LOCK_EX)
+    marker = lock_file(waiting, fcntl.LOCK_EX)
     try:
         said = False
         while True:
@@ -115,13 +115,19 @@ def take_slot(folder, slots, rank=0, say=print):
 
 
 def run(argv):
-    """Run ``argv`` to its end and return its exit code; SIGINT and SIGTERM sent to us are passed on to it."""
+    """Run ``argv`` to its end and return its exit code. A SIGTERM sent to us (tox's way of stopping a
+    command that outlived Ctrl-C) is passed on to it. SIGINT is not: Ctrl-C at a terminal reaches the
+    command itself, as it is in our process group, and a second copy would cut short its own handling."""
     child = subprocess.Popen(argv)
 
     def pass_on(signum, frame):
         child.send_signal(signum)
 
-    before = {signum: signal.signal(signum, pass_on) for signum in (signal.SIGINT, signal.SIGTERM)}
+    def wait_for_the_command(signum, frame):
+        pass
+
+    before = {signal.SIGINT: signal.signal(signal.SIGINT, wait_for_the_command),
+              signal.SIGTERM: signal.signal(signal.SIGTERM, pass_on)}
     try:
         code = child.wait()
     finally:

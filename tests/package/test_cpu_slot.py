@@ -3,12 +3,15 @@ commands at a time as there are slots, a slot freed however its holder ends, the
 passed through."""
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 
 import pytest
 
 from tests import cpu_slot
+from tests.conftest import HANG_GUARD_SECONDS, ROOT
 
 pytestmark = pytest.mark.once  # no backend involved
 
@@ -55,7 +58,7 @@ def test_a_waiting_command_gets_the_slot_its_holder_gives_up(tmp_path, monkeypat
 
 def test_a_waiter_listed_earlier_in_the_envlist_goes_first(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_slot, "POLL_SECONDS", 0.01)
-    ahead = cpu_slot._lock(str(tmp_path / "waiting-0-1"), cpu_slot.fcntl.LOCK_EX)  # jax, waiting, alive
+    ahead = cpu_slot.lock_file(str(tmp_path / "waiting-0-1"), cpu_slot.fcntl.LOCK_EX)  # jax, waiting, alive
     said, taken = [], []
 
     def let_it_go(message, flush):  # the slot is free, yet the later env waits until jax stops waiting
@@ -73,7 +76,7 @@ def test_a_waiter_listed_earlier_in_the_envlist_goes_first(tmp_path, monkeypatch
     assert sorted(os.listdir(tmp_path)) == ["slot-0"]
     os.close(taken[0])
     # A later rank, or the same rank and a younger pid, does not go first.
-    marker = cpu_slot._lock(str(tmp_path / "waiting-5-99"), cpu_slot.fcntl.LOCK_EX)
+    marker = cpu_slot.lock_file(str(tmp_path / "waiting-5-99"), cpu_slot.fcntl.LOCK_EX)
     assert cpu_slot.waiting_ahead(str(tmp_path), 5, 98) is False
     assert cpu_slot.waiting_ahead(str(tmp_path), 5, 100) is True
     assert cpu_slot.waiting_ahead(str(tmp_path), 6, 1) is True
@@ -98,6 +101,19 @@ def test_the_slot_is_freed_when_the_command_ends_and_its_exit_code_passes_throug
     fd = cpu_slot.try_slot(str(tmp_path), 0)  # both runs gave the one slot back
     assert fd is not None
     os.close(fd)
+
+
+def test_a_sigterm_to_the_runner_stops_the_command(tmp_path):
+    started = tmp_path / "started"
+    command = ("import pathlib, sys, time\npathlib.Path(sys.argv[1]).write_text('up')\n"
+               "time.sleep(" + str(HANG_GUARD_SECONDS) + ")")
+    env = dict(os.environ, D2LRNN_CPU_SLOTS_DIR=str(tmp_path / "slots"), D2LRNN_CPU_SLOTS="1")
+    runner = subprocess.Popen([sys.executable, "-m", "tests.cpu_slot", sys.executable, "-c", command,
+                               str(started)], env=env, cwd=ROOT)
+    while not started.exists() and runner.poll() is None:  # the command is up (not a time limit)
+        threading.Event().wait(0.01)
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=HANG_GUARD_SECONDS) == 128 + signal.SIGTERM  # passed on, and back
 
 
 def test_the_command_holds_the_slot_while_it_runs(tmp_path, monkeypatch):
