@@ -50,17 +50,26 @@ if _CACHE_DIR:
 # -- creating and converting -------------------------------------------------------------
 
 
+def _on_device(a):
+    """``a`` (a NumPy array, a JAX array or a nested list) as a JAX array. NumPy arrays are copied over
+    with ``jax.device_put``: ``jnp.asarray`` now lifts them with an identity program compiled for each
+    new shape and dtype (a tenth of the programs a test session compiled, for copying)."""
+    if isinstance(a, (np.ndarray, np.generic)):
+        return jax.device_put(a)
+    return jnp.asarray(a)
+
+
 def _as_array(a, dtype=None):
     """A NumPy array with d2lrnn's rules (float32, int64) as a JAX array."""
-    return jnp.asarray(_common.as_numpy(a, _common.numpy_dtype(dtype)))
+    return _on_device(_common.as_numpy(a, _common.numpy_dtype(dtype)))
 
 
 def normal(mean, std, shape, device=None):
-    return jnp.asarray(_common.normal_numpy(mean, std, shape))
+    return _on_device(_common.normal_numpy(mean, std, shape))
 
 
 def uniform(low, high, shape, device=None):
-    return jnp.asarray(_common.uniform_numpy(low, high, shape))
+    return _on_device(_common.uniform_numpy(low, high, shape))
 
 
 def zeros(shape, dtype=None, device=None):
@@ -95,6 +104,8 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
+    if isinstance(x, (np.ndarray, np.generic)):  # converted on the host: no program to compile
+        return _on_device(np.asarray(x).astype(_common.numpy_dtype(dtype)))
     return jnp.asarray(x).astype(_common.numpy_dtype(dtype))
 
 
@@ -142,7 +153,7 @@ def _unstacked(x, axis):
 
 
 def take(x, indices, axis=0):
-    return jnp.take(x, jnp.asarray(indices), axis=axis)
+    return jnp.take(x, _on_device(indices), axis=axis)
 
 
 # -- arithmetic ------------------------------------------------------------------------------
@@ -241,7 +252,7 @@ def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=
 
 
 def one_hot(indices, depth):
-    return jax.nn.one_hot(jnp.asarray(indices), depth, dtype=_common.FLOAT)
+    return jax.nn.one_hot(_on_device(indices), depth, dtype=_common.FLOAT)
 
 
 def softmax(x, axis=-1):
@@ -253,7 +264,7 @@ def log_softmax(x, axis=-1):
 
 
 def softmax_cross_entropy(logits, labels):
-    labels = jnp.reshape(jnp.asarray(labels), (-1,))
+    labels = jnp.reshape(_on_device(labels), (-1,))
     picked = jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0]
     return jax.nn.logsumexp(logits, axis=-1) - picked
 

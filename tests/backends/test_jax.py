@@ -82,3 +82,31 @@ def test_the_compiled_gradient_of_a_scratch_model_does_not_grow_with_the_steps(c
         lines = [len(grad.lower(net.params, ops.zeros((2, T), dtype="int64"), net.begin_state(2)).as_text()
                      .splitlines()) for T in (2, 9)]
     assert lines[0] == lines[1]
+
+
+def test_host_arrays_reach_the_device_without_compiling_a_program():
+    # jnp.asarray lifts a NumPy array with an identity program compiled for each new shape and dtype (a
+    # tenth of the programs a test session compiled); the shim's conversions copy them over instead.
+    import jax.monitoring
+    import numpy as np
+
+    import d2lrnn as d2l
+    from d2lrnn import ops
+
+    compiled = []
+
+    def listen(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        with d2l.use_backend("jax"):
+            host = np.arange(3 * 7 * 11, dtype=np.float64).reshape(3, 7, 11)  # a shape no other test uses
+            made = [ops.tensor(host), ops.from_numpy(host), ops.tensor(host, dtype="float64"),
+                    ops.astype(host, "int32"), ops.tensor(host.tolist())]
+            assert [str(m.dtype) for m in made] == ["float32", "float32", "float64", "int32", "float32"]
+            np.testing.assert_array_equal(ops.to_numpy(made[3]), host.astype(np.int32))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiled == []
