@@ -51,12 +51,9 @@ if _CACHE_DIR:
 
 
 def _on_device(a):
-    """``a`` (a NumPy array, a JAX array or a nested list) as a JAX array. NumPy arrays are copied over
-    with ``jax.device_put``: ``jnp.asarray`` now lifts them with an identity program compiled for each
-    new shape and dtype (a tenth of the programs a test session compiled, for copying)."""
-    if isinstance(a, (np.ndarray, np.generic)):
-        return jax.device_put(a)
-    return jnp.asarray(a)
+    """``a`` as a JAX array; anything else (NumPy arrays, lists of numbers) is copied over with
+    ``jax.device_put``, as ``jnp.asarray`` would compile an identity program for each new shape and dtype."""
+    return a if isinstance(a, jax.Array) else jax.device_put(np.asarray(a))
 
 
 def _as_array(a, dtype=None):
@@ -104,9 +101,10 @@ def to_numpy(x):
 
 
 def astype(x, dtype):
-    if isinstance(x, (np.ndarray, np.generic)):  # converted on the host: no program to compile
-        return _on_device(np.asarray(x).astype(_common.numpy_dtype(dtype)))
-    return jnp.asarray(x).astype(_common.numpy_dtype(dtype))
+    dtype = _common.numpy_dtype(dtype)
+    if isinstance(x, jax.Array):
+        return x.astype(dtype)
+    return _on_device(np.asarray(x, dtype))  # converted on the host: no program to compile
 
 
 def shape(x):

@@ -85,8 +85,8 @@ def test_the_compiled_gradient_of_a_scratch_model_does_not_grow_with_the_steps(c
 
 
 def test_host_arrays_reach_the_device_without_compiling_a_program():
-    # jnp.asarray lifts a NumPy array with an identity program compiled for each new shape and dtype (a
-    # tenth of the programs a test session compiled); the shim's conversions copy them over instead.
+    # jnp.asarray would compile an identity program for each new shape and dtype it moves to the device (385
+    # of the 5,362 programs the suite compiled outside the notebooks).
     import jax.monitoring
     import numpy as np
 
