@@ -120,6 +120,11 @@ def is_tensor(x):
     return isinstance(x, jax.Array)
 
 
+# Shim functions made of several JAX operations are ``jax.jit`` functions: called on arrays (evaluation,
+# generation, a reader's cell), each operation would otherwise be compiled into a program of its own at
+# every new shape (~20 ms each on a CPU), one program per shape instead; inside a compiled step they are
+# traced into it as before. Their settings (axes, rates, the optimizer's constants) are static arguments.
+
 # -- shaping -------------------------------------------------------------------------------
 
 
@@ -132,11 +137,21 @@ def transpose(x, axes=None):
 
 
 def concat(tensors, axis=0):
-    return jnp.concatenate(list(tensors), axis=axis)
+    return _concat(list(tensors), axis)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _concat(tensors, axis):
+    return jnp.concatenate(tensors, axis=axis)
 
 
 def stack(tensors, axis=0):
-    return jnp.stack(list(tensors), axis=axis)
+    return _stack(list(tensors), axis)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _stack(tensors, axis):
+    return jnp.stack(tensors, axis=axis)
 
 
 def unstack(x, axis=0):
@@ -151,16 +166,23 @@ def _unstacked(x, axis):
 
 
 def take(x, indices, axis=0):
-    return jnp.take(x, _on_device(indices), axis=axis)
+    return _take(x, _on_device(indices), axis)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _take(x, indices, axis):
+    return jnp.take(x, indices, axis=axis)
 
 
 # -- arithmetic ------------------------------------------------------------------------------
 
 
+@jax.jit
 def matmul(a, b):
     return jnp.matmul(a, b)
 
 
+@jax.jit
 def linear(X, W, b=None):
     Y = jnp.matmul(X, W.T)
     return Y if b is None else Y + b
@@ -175,6 +197,7 @@ def tanh(x):
     return jnp.tanh(x)
 
 
+@jax.jit
 def tanh_grad(Y, dY):
     return dY * (1.0 - Y * Y)
 
@@ -218,32 +241,64 @@ def minimum(x, y):
 # -- reductions ------------------------------------------------------------------------------
 
 
+def _static_axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
 def sum(x, axis=None, keepdims=False):  # noqa: A001
+    return _sum(x, _static_axis(axis), keepdims)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _sum(x, axis, keepdims):
     return jnp.sum(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
+    return _mean(x, _static_axis(axis), keepdims)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _mean(x, axis, keepdims):
     return jnp.mean(x, axis=axis, keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
+    return _max(x, _static_axis(axis), keepdims)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _max(x, axis, keepdims):
     return jnp.max(x, axis=axis, keepdims=keepdims)
 
 
 def argmax(x, axis=None):
+    return _argmax(x, _static_axis(axis))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _argmax(x, axis):
     return jnp.argmax(x, axis=axis).astype(np.int64)
 
 
+@jax.jit
 def sum_of_squares(tensors):
-    return _common.sum_of_squares(tensors, sum)
+    return _common.sum_of_squares(tensors, jnp.sum)
 
 
+@jax.jit
 def nonfinite_probe(tensors):
-    return _common.nonfinite_probe(tensors, sum)
+    return _common.nonfinite_probe(tensors, jnp.sum)
 
 
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
-    return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
+    return _adam_update(params, grads, Ms, Vs, scalars, float(beta1), float(beta2), float(eps),
+                        float(weight_decay))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6, 7, 8))
+def _adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay):
+    return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, jnp.sqrt)
 
 
 # -- classification ----------------------------------------------------------------------------
@@ -253,6 +308,7 @@ def one_hot(indices, depth):
     return jax.nn.one_hot(_on_device(indices), depth, dtype=_common.FLOAT)
 
 
+@functools.partial(jax.jit, static_argnames="axis")
 def softmax(x, axis=-1):
     return jax.nn.softmax(x, axis=axis)
 
@@ -262,7 +318,12 @@ def log_softmax(x, axis=-1):
 
 
 def softmax_cross_entropy(logits, labels):
-    labels = jnp.reshape(_on_device(labels), (-1,))
+    return _softmax_cross_entropy(logits, _on_device(labels))
+
+
+@jax.jit
+def _softmax_cross_entropy(logits, labels):
+    labels = jnp.reshape(labels, (-1,))
     picked = jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0]
     return jax.nn.logsumexp(logits, axis=-1) - picked
 
@@ -370,10 +431,13 @@ def _flax_params(name, weights, h):
 @functools.cache
 def _scanner(cell_class, features, reverse):
     """A compiled scan of one cell over the steps: built once per kind of cell, so that calls outside a
-    compiled step (evaluation, tests) reuse it instead of tracing and compiling the scan every time."""
+    compiled step (evaluation, tests) reuse it instead of tracing and compiling the scan every time. The
+    packed weights are cut into Flax's tree inside it: eagerly, every cut would be a program of its own."""
     cell = cell_class(features)
+    name = _cell_name(cell)
 
-    def run(params, carry, X):
+    def run(weights, carry, X):
+        params = {"params": _flax_params(name, weights, features)}
         return jax.lax.scan(lambda c, x: cell.apply(params, c, x), carry, X, reverse=reverse)
 
     return jax.jit(run)
@@ -384,12 +448,11 @@ def _call(layer, weights, X, states, training):
     outputs, new_states = [], []
     for direction, (cell, w, state) in enumerate(zip(layer, weights, states)):
         name = _cell_name(cell)
-        params = {"params": _flax_params(name, w, cell.features)}
         carry = (state[1], state[0]) if name == "lstm" else state[0]  # Flax's LSTM carry is (c, h)
-        carry, Y = _scanner(type(cell), cell.features, direction == 1)(params, carry, X)
+        carry, Y = _scanner(type(cell), cell.features, direction == 1)(list(w), carry, X)
         outputs.append(Y)
         new_states.append((carry[1], carry[0]) if name == "lstm" else (carry,))
-    Y = outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=-1)
+    Y = outputs[0] if len(outputs) == 1 else concat(outputs, axis=-1)
     return Y, new_states
 
 
@@ -480,7 +543,12 @@ _keys = _Keys()
 
 
 def dropout(x, p):
-    keep = jax.random.bernoulli(_keys.next(), 1.0 - p, jnp.shape(x))
+    return _dropout(x, _keys.next(), float(p))
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _dropout(x, key, p):
+    keep = jax.random.bernoulli(key, 1.0 - p, jnp.shape(x))
     return jnp.where(keep, x / (1.0 - p), 0.0).astype(x.dtype)
 
 
