@@ -526,7 +526,7 @@ class _Keys:
         if self.traced is not None:  # inside jit: a new key per dropout call, from the call's key
             self.count += 1
             return jax.random.fold_in(self.traced, self.count)
-        self.host, key = jax.random.split(self.host)
+        self.host, key = _split_key(self.host)
         return key
 
     @contextlib.contextmanager
@@ -537,6 +537,14 @@ class _Keys:
             yield
         finally:
             self.traced, self.count = saved
+
+
+@jax.jit
+def _split_key(key):
+    """Two new keys from ``key``, as one program (unpacking ``jax.random.split``'s array of two keys
+    eagerly is another program and two more calls, at every training step)."""
+    first, second = jax.random.split(key)
+    return first, second
 
 
 _keys = _Keys()
