@@ -137,21 +137,16 @@ def transpose(x, axes=None):
 
 
 def concat(tensors, axis=0):
-    return _concat(list(tensors), axis)
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _concat(tensors, axis):
-    return jnp.concatenate(tensors, axis=axis)
+    return _joined(jnp.concatenate, list(tensors), axis)
 
 
 def stack(tensors, axis=0):
-    return _stack(list(tensors), axis)
+    return _joined(jnp.stack, list(tensors), axis)
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _stack(tensors, axis):
-    return jnp.stack(tensors, axis=axis)
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _joined(join, tensors, axis):
+    return join(tensors, axis=axis)
 
 
 def unstack(x, axis=0):
@@ -242,34 +237,25 @@ def minimum(x, y):
 
 
 def _static_axis(axis):
+    """``axis`` as a static argument of a jit function (hashable: a list of axes as a tuple)."""
     return tuple(axis) if isinstance(axis, list) else axis
 
 
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
+def _reduced(reduce, x, axis, keepdims):
+    return reduce(x, axis=axis, keepdims=keepdims)
+
+
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    return _sum(x, _static_axis(axis), keepdims)
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _sum(x, axis, keepdims):
-    return jnp.sum(x, axis=axis, keepdims=keepdims)
+    return _reduced(jnp.sum, x, _static_axis(axis), keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
-    return _mean(x, _static_axis(axis), keepdims)
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _mean(x, axis, keepdims):
-    return jnp.mean(x, axis=axis, keepdims=keepdims)
+    return _reduced(jnp.mean, x, _static_axis(axis), keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    return _max(x, _static_axis(axis), keepdims)
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _max(x, axis, keepdims):
-    return jnp.max(x, axis=axis, keepdims=keepdims)
+    return _reduced(jnp.max, x, _static_axis(axis), keepdims)
 
 
 def argmax(x, axis=None):
@@ -514,6 +500,14 @@ def _functional_hooks():
                                                                                   list(meta)))
 
 
+@jax.jit
+def _split_key(key):
+    """Two new keys from ``key``, as one program (unpacking ``jax.random.split``'s array of two keys
+    eagerly is another program and two more calls, at every training step)."""
+    first, second = jax.random.split(key)
+    return first, second
+
+
 class _Keys:
     """Where dropout gets its JAX keys: the host's key (eager calls), or, while a compiled function
     is traced, the key that function receives with each call."""
@@ -537,14 +531,6 @@ class _Keys:
             yield
         finally:
             self.traced, self.count = saved
-
-
-@jax.jit
-def _split_key(key):
-    """Two new keys from ``key``, as one program (unpacking ``jax.random.split``'s array of two keys
-    eagerly is another program and two more calls, at every training step)."""
-    first, second = jax.random.split(key)
-    return first, second
 
 
 _keys = _Keys()
