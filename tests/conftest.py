@@ -113,6 +113,22 @@ def _thread_settings_kept(monkeypatch):
         torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def compiled_programs():
+    """The names of the XLA programs compiled while the test runs, in order (JAX tests)."""
+    import jax.monitoring
+
+    compiled = []
+
+    def listen(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    yield compiled
+    jax.monitoring.unregister_event_duration_listener(listen)
+
+
 def run_python(code, env=None):
     """Run ``code`` in a fresh interpreter (for import-time behaviour); return the result."""
     full_env = dict(os.environ)

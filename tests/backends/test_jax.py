@@ -87,22 +87,6 @@ def test_the_compiled_gradient_of_a_scratch_model_does_not_grow_with_the_steps(c
     assert lines[0] == lines[1]
 
 
-@pytest.fixture
-def compiled_programs():
-    """The names of the XLA programs compiled while the test runs, in order."""
-    import jax.monitoring
-
-    compiled = []
-
-    def listen(event, seconds, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiled.append(kwargs.get("fun_name"))
-
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    yield compiled
-    jax.monitoring.unregister_event_duration_listener(listen)
-
-
 def test_a_shim_function_of_several_operations_is_one_program_when_called_eagerly(compiled_programs):
     # Eagerly, each JAX operation compiles a program of its own at each new shape (~20 ms): the cross-entropy
     # alone was eight (reshape, gather, max, subtract, exp, sum, log, ...), 688 of the suite's programs.

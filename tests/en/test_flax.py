@@ -11,6 +11,7 @@ import pytest
 import d2lrnn
 
 from .. import reference
+from .frameworks import decoder_class
 from .test_classes import B, H, T, V, tokens
 from .test_training import one_batch_data
 
@@ -118,6 +119,38 @@ def test_flax_predict_is_the_references_greedy_decoding(d2l):
     with pytest.raises(d2lrnn.ArgumentError, match="pass the parameters") as refused:
         model.predict("cab", 8, vocab)  # not trained: no trainer's parameters to default to
     assert "\n" not in str(refused.value)
+
+
+def test_flax_predict_step_is_the_books_decoding_loop_compiled_once(d2l, compiled_programs):
+    # The book's JAX predict_step applies the encoder once and the decoder once per token, eagerly; d2lrnn's
+    # runs the same two applications compiled, once per model and shape: the same tokens, and a second
+    # call compiles nothing (eagerly, Flax's nn.RNN compiled a scan per layer and token).
+    d2lrnn.manual_seed(0)
+    data = d2l.MTFraEng(batch_size=8, num_train=16, num_val=8)
+    encoder = d2l.Seq2SeqEncoder(len(data.src_vocab), 8, 8, 2)
+    model = d2l.Seq2Seq(encoder, decoder_class("jax", d2l)(len(data.tgt_vocab), 8, 8, 2),
+                        tgt_pad=data.tgt_vocab["<pad>"], lr=0.01, training=True)
+    trainer = d2l.Trainer(max_epochs=1, gradient_clip_val=1)
+    trainer.fit(model, data)
+    params = trainer.state.params
+    batch = data.build(["go .", "i lost .", "he's calm ."], ["va !", "j'ai perdu .", "il est calme ."])
+    src, tgt, src_valid_len, _ = batch
+    enc_all_outputs = model.encoder.apply({"params": params["encoder"]}, src, src_valid_len, training=False)
+    dec_state = model.decoder.init_state(enc_all_outputs, src_valid_len)
+    outputs = [tgt[:, 0].reshape(-1, 1)]
+    for _ in range(6):
+        Y, dec_state = model.decoder.apply({"params": params["decoder"]}, outputs[-1], dec_state,
+                                           training=False)
+        outputs.append(Y.argmax(2))
+    expected = np.concatenate([np.array(o) for o in outputs[1:]], 1)
+    assert len(set(expected.ravel().tolist())) >= 2, expected  # not one token throughout
+
+    preds, attention = model.predict_step(params, batch, 6)
+    np.testing.assert_array_equal(np.array(preds), expected)
+    assert attention == ([], [])
+    compiled_programs.clear()
+    np.testing.assert_array_equal(np.array(model.predict_step(params, batch, 6)[0]), expected)
+    assert compiled_programs == []
 
 
 def test_one_clipped_step_of_the_flax_scratch_model_is_the_references(d2l):

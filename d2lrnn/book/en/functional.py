@@ -441,11 +441,18 @@ class EncoderDecoderMethods:
         RNN models have no attention weights to keep)."""
         h = hooks()
         src, tgt, src_valid_len, _ = batch
-        enc_all_outputs = h.apply(self.encoder, params["encoder"], src, src_valid_len, training=False)
+        # Compiled once per model and shape: run eagerly, each call of a framework RNN layer (Flax's
+        # ``nn.RNN`` scans with a new closure every time) compiled a program of its own, per layer and
+        # decoded token.
+        encode = _compiled(self, "predict encode", lambda params, src, src_valid_len: h.apply(
+            self.encoder, params, src, src_valid_len, training=False))
+        decode = _compiled(self, "predict decode", lambda params, X, dec_state: h.apply(
+            self.decoder, params, X, dec_state, training=False))
+        enc_all_outputs = encode(params["encoder"], src, src_valid_len)
         dec_state = self.decoder.init_state(enc_all_outputs, src_valid_len)
         outputs = [ops.reshape(tgt[:, 0], (-1, 1))]
         for _ in range(num_steps):
-            Y, dec_state = h.apply(self.decoder, params["decoder"], outputs[-1], dec_state, training=False)
+            Y, dec_state = decode(params["decoder"], outputs[-1], dec_state)
             outputs.append(ops.argmax(Y, 2))
         return ops.concat(outputs[1:], 1), ([], [])
 
