@@ -202,3 +202,29 @@ def test_linear_regression_takes_an_sgd_step_on_half_the_squared_error(d2l):
     w, b = model.get_w_b(trainer.state)
     np.testing.assert_allclose(np.array(w), w0 - 0.1 * X_LINE.T @ r / 2, rtol=1e-5)
     np.testing.assert_allclose(np.array(b), b0 - 0.1 * r.sum(0) / 2, rtol=1e-5)
+
+
+def test_flax_predict_of_a_framework_layer_is_the_books_loop_compiled_once(d2l, compiled_programs):
+    # The book's predict applies the RNN layer once per character, eagerly (a Flax nn.RNN compiled a scan
+    # at every call); d2lrnn's compiles the layer's and the output layer's applications once per model.
+    d2lrnn.manual_seed(1)
+    model = d2l.RNNLM(d2l.GRU(num_hiddens=8, num_layers=2), vocab_size=V, lr=1)
+    _, variables = model.init_with_output(d2l.get_key(), d2l.tensor(tokens((B, T))))
+    params = variables["params"]
+    vocab = d2l.Vocab(list("abcde"))
+    state, ids = None, [vocab["c"]]
+    for i in range(len("cab") + 8 - 1):  # the book's loop, applied eagerly
+        embs = model.one_hot(d2l.tensor([[ids[-1]]]))
+        rnn_outputs, state = model.rnn.apply({"params": params["rnn"]}, embs, state)
+        if i < len("cab") - 1:
+            ids.append(vocab["cab"[i + 1]])
+        else:
+            Y = model.apply({"params": params}, rnn_outputs, method="output_layer")
+            ids.append(int(np.array(Y).argmax(axis=2).reshape(-1)[0]))
+    expected = "".join(vocab.idx_to_token[i] for i in ids)
+    assert len(set(expected[3:])) >= 2, expected  # not one character throughout
+
+    assert model.predict("cab", 8, vocab, params) == expected
+    compiled_programs.clear()
+    assert model.predict("cab", 8, vocab, params) == expected
+    assert compiled_programs == []

@@ -334,14 +334,20 @@ class RNNLMScratchMethods(ScratchLMOutputs):
                 raise ArgumentError(f"{type(self).__name__}.predict: pass the parameters, predict(prefix, "
                                     "num_preds, vocab, params), or train the model with d2l.Trainer first")
             params = self.trainer.state.params
+        # Compiled once per model (see predict_step below): eagerly, a Flax nn.RNN layer compiled a scan
+        # for every character.
+        recur = _compiled(self, "predict rnn",
+                          lambda params, embs, state: h.apply(self.rnn, params, embs, state))
+        output = _compiled(self, "predict output",
+                           lambda params, H: h.apply(self, params, H, method="output_layer"))
         state, outputs = None, [vocab[prefix[0]]]
         for i in range(len(prefix) + num_preds - 1):
             embs = self.one_hot(ops.tensor([[outputs[-1]]]))
-            rnn_outputs, state = h.apply(self.rnn, params["rnn"], embs, state)
+            rnn_outputs, state = recur(params["rnn"], embs, state)
             if i < len(prefix) - 1:  # warm-up: feed the prefix
                 outputs.append(vocab[prefix[i + 1]])
             else:
-                Y = h.apply(self, params, rnn_outputs, method="output_layer")
+                Y = output(params, rnn_outputs)
                 outputs.append(int(ops.to_numpy(ops.argmax(Y, axis=2)).reshape(-1)[0]))
         return "".join(vocab.idx_to_token[i] for i in outputs)
 
@@ -443,7 +449,7 @@ class EncoderDecoderMethods:
         src, tgt, src_valid_len, _ = batch
         # Compiled once per model and shape: run eagerly, each call of a framework RNN layer (Flax's
         # ``nn.RNN`` scans with a new closure every time) compiled a program of its own, per layer and
-        # decoded token.
+        # decoded token (14 programs for 6 tokens through two layers).
         encode = _compiled(self, "predict encode", lambda params, src, src_valid_len: h.apply(
             self.encoder, params, src, src_valid_len, training=False))
         decode = _compiled(self, "predict decode", lambda params, X, dec_state: h.apply(
