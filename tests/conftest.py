@@ -39,6 +39,12 @@ import d2lrnn as d2l  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+if d2l.backend_name() == "jax":
+    from tests.mlir_contexts import lower_in_one_context_per_thread
+
+    lower_in_one_context_per_thread()
+
+
 def token_dtype():
     """The dtype of token batches on the active backend: int64, int32 on TensorFlow (as the book's)."""
     return np.int32 if d2l.backend_name() == "tensorflow" else np.int64
