@@ -2,13 +2,22 @@
 
 JAX lowers every program to an MLIR module in a new context, loading its dialects each time (~3 ms), and the
 lowering then runs cold in it. The JAX suite lowers ~4,400 programs outside its notebooks (counted on
-2026-11-29), and lowering was a third of the env's time. Here each thread
-lowers in one context, as a long-lived program would if JAX kept its context: the same modules, so the
-same compiled programs (the persistent cache's keys are the modules' text). Measured on the whole JAX
-suite, side by side with the old way: 323 against 370 CPU-s, and a peak of 1.6 GB against 4.1 GB.
+2026-11-29), and lowering was a third of the env's time. Here each thread lowers in one context, as a
+long-lived program would if JAX kept its context: the same modules, so the same compiled programs (the
+persistent cache's keys are the modules' text). Measured on the whole JAX suite, side by side with the old
+way: 323 against 370 CPU-s, and a peak of 1.6 GB against 4.1 GB.
 """
 
 import threading
+
+#: What the notebook kernel runs as it starts (``tests/chapters``): the same settings as the test process.
+KERNEL_SETUP = "import os; from tests.mlir_contexts import apply; apply(os.environ['D2LRNN_BACKEND'])"
+
+
+def apply(backend):
+    """Lower in one context per thread where ``backend`` is JAX; leave every other framework as it is."""
+    if backend == "jax":
+        lower_in_one_context_per_thread()
 
 
 def lower_in_one_context_per_thread():

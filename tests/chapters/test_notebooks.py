@@ -29,6 +29,7 @@ from d2lrnn.data import Vocab, baseline_sample, load_corpus, ngram_perplexities,
 from d2lrnn.data.iterators import num_batches
 from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
 from d2lrnn.seq2seq.bleu import bleu
+from tests import mlir_contexts
 from tests.conftest import HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -337,14 +338,10 @@ def kernel_env():
     env = dict(os.environ)
     env["D2LRNN_QUICK"] = "1"
     env["D2LRNN_BACKEND"] = os.environ.get("D2LRNN_BACKEND", "numpy")
-    # ROOT last: the kernel imports the d2lrnn under test, and the tests' settings for the framework
+    # The d2lrnn under test first; ROOT last, for the tests' own framework settings (tests/mlir_contexts.py)
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)] + [p for p in [env.get("PYTHONPATH")] if p]
                                         + [str(ROOT)])
     return env
-
-
-#: Run in the kernel as it starts, before any notebook: the settings the test process has for the framework.
-KERNEL_SETUP = {"jax": "from tests.mlir_contexts import lower_in_one_context_per_thread as setup; setup()"}
 
 
 @pytest.fixture(scope="module")
@@ -357,9 +354,8 @@ def kernel(kernel_env):
     def running():
         """The kernel, started (again, if a notebook killed it) in the chapters' folder and environment."""
         if not (manager.has_kernel and run_sync(manager.is_alive)()):
-            setup = KERNEL_SETUP.get(kernel_env["D2LRNN_BACKEND"])
-            options = [f"--IPKernelApp.exec_lines={json.dumps([setup])}"] if setup else []
-            run_sync(manager.start_kernel)(cwd=str(CHAPTERS), env=kernel_env, extra_arguments=options)
+            setup = f"--IPKernelApp.exec_lines={json.dumps([mlir_contexts.KERNEL_SETUP])}"
+            run_sync(manager.start_kernel)(cwd=str(CHAPTERS), env=kernel_env, extra_arguments=[setup])
         return manager
 
     yield running
@@ -373,14 +369,12 @@ def test_every_section_has_a_notebook():
 
 def test_the_kernel_lowers_as_the_test_process_does(kernel_env, kernel):
     """The notebooks run with the settings the rest of the env's tests have for the framework."""
-    from tests.mlir_contexts import lowering_contexts
-
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import d2lrnn as d2l\nd2l.ops.zeros(1)  # loads the backend\n"
         "from tests.mlir_contexts import lowering_contexts\nprint(lowering_contexts())")])
     NotebookClient(nb, km=kernel(), timeout=CELL_TIMEOUT, kernel_name="python3").execute()
     expected = "one per thread" if kernel_env["D2LRNN_BACKEND"] == "jax" else None
-    assert lowering_contexts() == expected
+    assert mlir_contexts.lowering_contexts() == expected
     assert _text(nb.cells[0].outputs).strip() == str(expected)
 
 
