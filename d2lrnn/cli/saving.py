@@ -81,12 +81,14 @@ def png_writer(draw, figsize):
         from matplotlib.figure import Figure
 
         fig = Figure(figsize=figsize, dpi=100)
-        FigureCanvasAgg(fig)
+        canvas = FigureCanvasAgg(fig)
         draw(fig)
         fig.tight_layout()
         with quiet_numerics():  # a diverged epoch's inf is simply not drawn
-            # d2lrnn's mark: a run replaces only plots that carry it (training.runs.written_by_d2lrnn)
-            fig.savefig(f, format="png", metadata={"Software": f"{PLOT_MARK} {__version__}"})
+            # d2lrnn's mark: a run replaces only plots that carry it (training.runs.written_by_d2lrnn).
+            # The canvas's own PNG writer: the same bytes as fig.savefig, in two thirds of its time (a
+            # plot is written after every epoch).
+            canvas.print_png(f, metadata={"Software": f"{PLOT_MARK} {__version__}"})
 
     return write
 
