@@ -102,14 +102,15 @@ def test_d2lrnn_predict_matches_its_eval_step(kind, rng):
 
 
 def test_d2lrnn_run_learns():
-    minutes = 0.05  # 3 s of a clock that moves 0.01 s per step (and per epoch end): 300 moves
+    minutes = 0.025  # 1.5 s of a clock that moves 0.01 s per step (and per epoch end): 150 moves
+    # Adam at 2e-2 reaches in 150 steps what 1e-2 does in 300 (measured on numpy: 2.21 and 2.19 nats)
     result = bench_lm.run_d2lrnn("timemachine", "scratch", minutes, [minutes / 2], hidden=32, batch=16,
-                                 num_steps=32, lr=1e-2, output_dropout=0.1, max_tokens=30000,
+                                 num_steps=32, lr=2e-2, output_dropout=0.1, max_tokens=30000,
                                  now=ticking_clock(0.01))
     vocab = result["vocab_size"]
     assert vocab == 28 and result["val_size"] == 3000
-    # every step and every epoch's end moves the clock: about 300 steps, a few epochs of about 52
-    assert 280 < result["steps"] < 300 and result["tokens"] == result["steps"] * 16 * 32
+    # every step and every epoch's end moves the clock: about 150 steps, a few epochs of about 52
+    assert 140 < result["steps"] < 150 and result["tokens"] == result["steps"] * 16 * 32
     assert len(result["curve"]) == 2
     (m1, _, t1), (m2, nats, t2) = result["curve"]
     assert minutes / 2 <= m1 < m2 and m2 >= minutes and 0 < t1 < t2 == result["tokens"]
