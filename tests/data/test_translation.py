@@ -26,6 +26,23 @@ def test_preprocessing_by_hand():
     assert nmt.preprocess_nmt(".Hi") == ".hi"  # nothing is put before the first character
 
 
+def _book_preprocess(text):
+    """The book's preprocessing, character by character (the rule preprocess_nmt implements faster)."""
+    text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
+    return "".join(" " + c if i > 0 and c in ",.!?" and text[i - 1] != " " else c for i, c in enumerate(text))
+
+
+@pytest.mark.once
+def test_preprocessing_is_the_books_rule_on_the_pairs_and_on_random_texts():
+    text = nmt.read_data_nmt()
+    assert nmt.preprocess_nmt(text) == _book_preprocess(text)
+    rng = np.random.default_rng(0)
+    alphabet = list("aB  ,.!?\n\t\u202f\xa0")  # runs of marks and spaces, marks first and last
+    for _ in range(5000):
+        sample = "".join(rng.choice(alphabet, size=rng.integers(0, 10)))
+        assert nmt.preprocess_nmt(sample) == _book_preprocess(sample), repr(sample)
+
+
 def test_tokenize_takes_exactly_num_examples_pairs_and_skips_blank_lines():
     source, target = nmt.tokenize_nmt("a b\tc\n\nd\te f\ng\th\n", num_examples=2)
     assert (source, target) == ([["a", "b"], ["d"]], [["c"], ["e", "f"]])
