@@ -592,12 +592,11 @@ def check_gru(v):
     np.testing.assert_allclose(mine["train_ppl"], scratch["train_ppl"][:2], rtol=1e-4)
     # The two GRU forms from the same weights (b_hh = 0). Initial N(0, 0.01^2) weights put every reset
     # value at ~0.5, where (R*H) W_hh = R*(H W_hh): the forms agree (measured 2e-7), as the text says.
-    # Trained weights: different functions, measured 0.011 on every backend after the 10 quick epochs
-    # (0.11 after 15: the reset gates move away from 0.5 as training goes on); 1e-3 is 10^3 times rounding.
+    # Trained weights: different functions, measured 0.11 on every backend; 0.01 is 10^4 times rounding.
     assert v["init_form_diff"] < 1e-5
-    assert v["form_diff"] > 1e-3
+    assert v["form_diff"] > 1e-2
     own_ppl, other_ppl = v["form_ppl"]  # the book-form model's last validation perplexity, then the twin's
-    # In quick mode the other form scores about the same, as the text says (measured 12.484 vs 12.483
+    # In quick mode the other form scores about the same, as the text says (measured 11.41 vs 11.43
     # on every backend): within 10%.
     assert math.isfinite(other_ppl) and abs(math.log(other_ppl / own_ppl)) < math.log(1.1)
     # The framework's reset-after GRU against the one from scratch, same weights: rounding only
@@ -613,13 +612,13 @@ def check_gru(v):
         _check_history(hist)
         assert hist["train_ppl"][0] < V  # the first epoch already beats guessing
     # Book form and reset-after form from the same starting weights: different functions, so not the
-    # same run up to rounding, but equally good (the text's claim). Measured 14.4 vs 13.6 (train) and
-    # 12.5 vs 12.6 (validation) on every backend; 15% allows for when each run leaves the plateau.
+    # same run up to rounding, but equally good (the text's claim). Measured 11.02 vs 11.17 (train) and
+    # 11.40 vs 11.21 (validation) on every backend; 15% allows for when each run leaves the plateau.
     for key in ("train_ppl", "val_ppl"):
         ratio = scratch[key][-1] / concise[key][-1]
         assert abs(math.log(ratio)) < math.log(1.15), (key, scratch[key], concise[key])
-    # Both GRUs (lr 4) end below the plain RNN at its own lr 1, as the text says: measured 12.5 and 12.6
-    # against 16.5 (validation) on every backend.
+    # Both GRUs (lr 4) end below the plain RNN at its own lr 1, as the text says: measured 11.4 and 11.2
+    # against 14.2 (validation) on every backend.
     assert max(scratch["val_ppl"][-1], concise["val_ppl"][-1]) < rnn["val_ppl"][-1]
     _check_generated(v, v["generated"])
 
