@@ -125,15 +125,22 @@ def _run(split, epochs, history=None, net=None, updater=None):
     return net, updater, history
 
 
-def test_training_records_losses_bleu_and_speed_and_continues_where_it_stopped(small_split):
-    train_iter, val_iter, _, tgt_vocab = small_split
-    seed_state = train_iter.rng_state()
+@pytest.fixture(scope="module")
+def three_epochs(small_split):
+    """One plain 3-epoch run, shared by the tests that compare another run with it: the loader's state it
+    started from, its history and its final parameters (as NumPy arrays)."""
+    seed_state = small_split[0].rng_state()
     net, _, history = _run(small_split, 3)
+    return seed_state, history, [ops.to_numpy(p) for p in net.params]
+
+
+def test_training_records_losses_bleu_and_speed_and_continues_where_it_stopped(small_split, three_epochs):
+    train_iter, val_iter, _, tgt_vocab = small_split
+    seed_state, history, final = three_epochs
     assert history["epoch"] == [1, 2, 3]
     assert history["train_loss"][-1] < history["train_loss"][0]
     assert history["val_loss"][-1] < history["val_loss"][0]
     assert all(0 <= b <= 1 for b in history["val_bleu"]) and min(history["tokens_per_sec"]) > 0
-    final = [ops.to_numpy(p) for p in net.params]
     # the same run in two parts: 1 epoch, then 2 more from its parameters, optimizer state and data order
     train_iter.set_rng_state(seed_state)
     net, updater, history1 = _run(small_split, 1)
@@ -151,12 +158,11 @@ def test_training_records_losses_bleu_and_speed_and_continues_where_it_stopped(s
         _run(small_split, 3, history=resumed, net=net, updater=updater2)
 
 
-def test_averaged_weights_are_validated_and_kept_but_never_trained_from(small_split):
+def test_averaged_weights_are_validated_and_kept_but_never_trained_from(small_split, three_epochs):
     # The encoder-decoder's params setter writes into its encoder and decoder: validating a view of it
     # holding the averages must not hand them to the model that trains on.
     train_iter, _, _, tgt_vocab = small_split
-    seed_state = train_iter.rng_state()
-    _, _, plain = _run(small_split, 3)
+    seed_state, plain, _ = three_epochs
     train_iter.set_rng_state(seed_state)
     d2l.manual_seed(0)
     net = make_seq2seq(len(small_split[2]), len(tgt_vocab), 16, 16, 1, 0.0)
