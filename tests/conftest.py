@@ -83,13 +83,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item not in once]
 
 
+#: Whether the tests freeze what exists out of the garbage collector's sight (not with
+#: ``D2LRNN_TEST_GC_FREEZE=0``): here after collection, and in the notebooks' kernel after each reset
+#: (tests/chapters/test_notebooks.py).
+GC_FREEZE = os.environ.get("D2LRNN_TEST_GC_FREEZE", "1") == "1"
+
+
 def pytest_collection_finish(session):
     """Freeze what the imports made (the framework's modules, d2lrnn's, the test modules') out of the
     garbage collector's sight. Python's full collections walk every tracked object, ~0.9 million of them
     with TensorFlow loaded, and a suite that traces and compiles thousands of programs runs one every few
     seconds; objects made before the tests start are never garbage, so walking them is only work. A
     collection first: a cycle already unreachable is freed, not kept."""
-    if os.environ.get("D2LRNN_TEST_GC_FREEZE", "1") == "1":
+    if GC_FREEZE:
         gc.collect()
         gc.freeze()
 

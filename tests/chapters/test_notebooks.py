@@ -30,7 +30,7 @@ from d2lrnn.data.iterators import num_batches
 from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
 from d2lrnn.seq2seq.bleu import bleu
 from tests import mlir_contexts
-from tests.conftest import HANG_GUARD_SECONDS
+from tests.conftest import GC_FREEZE, HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = ROOT / "chapters"
@@ -336,8 +336,7 @@ def _stderr(cells):
 #: a full garbage collection), then what is left, the modules imported so far, frozen out of the collector's
 #: sight, so the next notebook's collections do not walk the framework's objects again (see
 #: ``pytest_collection_finish`` in tests/conftest.py).
-RESET = ("%reset -f\nimport gc\ngc.freeze()\ndel gc" if os.environ.get("D2LRNN_TEST_GC_FREEZE", "1") == "1"
-         else "%reset -f")
+RESET = "%reset -f\nimport gc\ngc.freeze()\ndel gc" if GC_FREEZE else "%reset -f"
 
 
 @pytest.fixture(scope="module")
