@@ -143,16 +143,25 @@ def linear(X, W, b=None):
     return torch.addmm(b, X, W.t())  # one kernel for the product and the sum
 
 
+#: The fewest entries a weight needs for :func:`prepack_linear` to pack it. Below, oneDNN's packed product
+#: is slower than F.linear's (32-row products on one core, 2026-11-29: a 32x96 weight 26 against 8 us, 64x256
+#: 23 against 15) and the reorder itself costs ~150 us; from 256x256 on it is as fast or faster (256x768: 163
+#: against 239 us; 1024x4096: 3.5 against 5.4 ms).
+PACK_MIN_ENTRIES = 256 * 256
+
+
 def _can_pack(W):
     return (torch.backends.mkldnn.is_available() and W.device.type == "cpu" and W.dtype == torch.float32
-            and W.dim() == 2 and not (W.requires_grad and torch.is_grad_enabled()))
+            and W.dim() == 2 and W.numel() >= PACK_MIN_ENTRIES
+            and not (W.requires_grad and torch.is_grad_enabled()))
 
 
 def prepack_linear(W):
-    # On a CPU, W is reordered once into oneDNN's blocked layout: MKL's sgemm, behind F.linear,
+    # On a CPU, a large W is reordered once into oneDNN's blocked layout: MKL's sgemm, behind F.linear,
     # repacks its weight on every call, which for the 32-row products of a recurrent step costs
     # 1.3-1.8x (bench/RESULTS.md, torch LSTM). The packed tensor only feeds ``linear``, outside
-    # autograd (the hand-written scans of ``models/bptt.py``); anywhere else W comes back as it is.
+    # autograd (the hand-written scans of ``models/bptt.py``); anywhere else, and for a small W
+    # (:data:`PACK_MIN_ENTRIES`), W comes back as it is.
     if not _can_pack(W):
         return W
     return torch.ops.mkldnn._reorder_linear_weight(W.detach().contiguous())
@@ -429,9 +438,13 @@ def dropout(x, p):
 
 
 def manual_seed(seed):
-    # Seed the shared NumPy generator and torch's own (used by dropout).
+    # Seed the shared NumPy generator and torch's own (used by dropout): the CPU's, and the GPUs' where
+    # there are any. Not ``torch.manual_seed``: on a machine without CUDA it queues a seeding for later
+    # for each kind of accelerator, each with a formatted stack trace (0.8 ms a call under pytest).
     _common.seed(seed)
-    torch.manual_seed(int(seed))
+    torch.default_generator.manual_seed(int(seed))
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(int(seed))
 
 
 def detach(x):

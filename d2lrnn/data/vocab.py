@@ -69,6 +69,9 @@ class Vocab:
         if isinstance(indices, np.ndarray):
             indices = indices.tolist()
         if isinstance(indices, (list, tuple)):
+            if all(type(index) is int for index in indices) and \
+                    (not indices or 0 <= min(indices) and max(indices) < len(self.idx_to_token)):
+                return [self.idx_to_token[index] for index in indices]  # a flat list of valid indices
             return [self.to_tokens(index) for index in indices]
         if isinstance(indices, (bool, np.bool_)) or not isinstance(indices, (int, np.integer)):
             raise ArgumentError(f"a token index must be a whole number, got {indices!r}")

@@ -393,17 +393,22 @@ def test_torch_prepacks_for_onednn_outside_autograd_only():
         return  # oneDNN prepacking is torch's; the other backends' layouts are in the test above
     import torch
 
-    W = torch.from_numpy(f32(8, 5))
+    from d2lrnn.backends.torch import PACK_MIN_ENTRIES
+
+    W = torch.from_numpy(f32(PACK_MIN_ENTRIES // 128, 128))  # the smallest weight that is packed
     packed = ops.prepack_linear(W)
     assert packed.is_mkldnn == torch.backends.mkldnn.is_available()
-    X, b = f32(4, 5), f32(4, 8)
+    X, b = f32(4, 128), f32(4, W.shape[0])
     expected = np.einsum("ni,oi->no", f64(X), f64(W.numpy())) + f64(b)
-    check(ops.linear(t(X), packed, t(b)), expected, dot_bound(X, W.numpy().T, 5, b))
-    check(ops.linear(t(X), packed, t(b[:1])), expected - f64(b) + f64(b[:1]), dot_bound(X, W.numpy().T, 5, b))
+    bound = dot_bound(X, W.numpy().T, 128, b)
+    check(ops.linear(t(X), packed, t(b)), expected, bound)
+    check(ops.linear(t(X), packed, t(b[:1])), expected - f64(b) + f64(b[:1]), bound)
     W.requires_grad_(True)
     assert ops.prepack_linear(W) is W  # differentiated: left to F.linear
     with torch.no_grad():
         assert ops.prepack_linear(W).is_mkldnn == torch.backends.mkldnn.is_available()
+    small = torch.from_numpy(f32(PACK_MIN_ENTRIES // 128 - 1, 128))
+    assert ops.prepack_linear(small) is small  # a packed product of a small weight is the slower one
 
 
 # Inputs with zeros, tiny and large entries besides ordinary ones.

@@ -25,7 +25,7 @@ import d2lrnn as d2l
 from d2lrnn import ops
 from d2lrnn.lm.train import lm_loss, lm_objective
 from d2lrnn.models import get_cell
-from d2lrnn.models.bptt import gru_scan_fused, gru_scan_reset_after_fused, lstm_scan_fused
+from d2lrnn.models.bptt import gru_scan_fused, gru_scan_reset_after_fused, lstm_scan_fused, rnn_tanh_scan
 from tests.gradcheck import FLOAT64, check_gradient
 from tests.parity import assert_close, run, to_numpy_tree
 
@@ -124,6 +124,39 @@ def test_scan_gradients_match_finite_differences(case):
     scan, inputs = SCAN_CASES[case]
     check_gradient(scan, inputs, FLOAT64)
     check_gradient(lambda *args: scan(*args)[-1], inputs, FLOAT64)  # only the last state used
+
+
+@pytest.mark.parametrize("scan", [rnn_tanh_scan, lstm_scan_fused, gru_scan_fused, gru_scan_reset_after_fused],
+                         ids=lambda scan: scan.__name__)
+def test_the_scans_with_their_weights_packed_equal_the_scans_without(scan, monkeypatch):
+    """torch packs only large recurrent weights for oneDNN (``PACK_MIN_ENTRIES``), so the small models of
+    the other tests run the scans unpacked: here the same float32 scan, every weight packed against none,
+    in outputs and in every gradient (the two products sum in different orders: RTOL, ATOL)."""
+    if d2l.backend_name() != "torch":
+        return  # packing is torch's (the other backends' products take the weight as it is)
+    from d2lrnn.backends import torch as torch_backend
+
+    if scan is rnn_tanh_scan:  # XW (T, n, h), H0, W_hh
+        r = np.random.default_rng(7)
+        inputs = [_normal(r, 3, 2, 3, scale=1.0), _normal(r, 2, 3), _normal(r, 3, 3)]
+    else:
+        inputs = [case_inputs for case_scan, case_inputs in SCAN_CASES if case_scan is scan][-1]  # T = 3
+    inputs = [ops.from_numpy(np.asarray(a, np.float32)) for a in inputs]
+
+    def weighted(*args):
+        return sum(ops.sum(out * (k + 1.0)) for k, out in enumerate(_flatten(scan(*args))))
+
+    results = []
+    for min_entries in (torch_backend.PACK_MIN_ENTRIES, 0):
+        monkeypatch.setattr(torch_backend, "PACK_MIN_ENTRIES", min_entries)
+        value, grads = ops.value_and_grad(lambda params: weighted(*params))(inputs)
+        results.append((ops.to_numpy(value), to_numpy_tree(grads)))
+    assert_close(results[1], results[0], rtol=RTOL, atol=ATOL)
+
+
+def _flatten(outputs):
+    """The scan's outputs (tensors and tuples of tensors) as a flat list."""
+    return [leaf for out in outputs for leaf in (out if isinstance(out, (tuple, list)) else [out])]
 
 
 def _nets(name, reset_after, seed):
