@@ -19,6 +19,8 @@ import jupytext
 import nbformat
 import numpy as np
 import pytest
+from ipykernel.kernelspec import get_kernel_dict
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
@@ -351,12 +353,20 @@ def kernel_env():
     return env
 
 
+class ThisPython(KernelSpecManager):
+    """The ``python3`` kernel is an ipykernel on this interpreter (the env's), whatever kernelspecs the
+    machine has, and nothing has to be installed first (as docs/site/execute.py's)."""
+
+    def get_kernel_spec(self, kernel_name):
+        return KernelSpec(resource_dir="", **get_kernel_dict())
+
+
 @pytest.fixture(scope="module")
 def kernel(kernel_env):
     """One ``python3`` kernel for the notebooks, each run after ``%reset -f`` (names, history and
     outputs cleared): the kernel's start and the framework's import are paid once, not per notebook,
     while a notebook still sees none of the previous one's variables."""
-    manager = AsyncKernelManager(kernel_name="python3")
+    manager = AsyncKernelManager(kernel_name="python3", kernel_spec_manager=ThisPython())
 
     def running():
         """The kernel, started (again, if a notebook killed it) in the chapters' folder and environment."""
