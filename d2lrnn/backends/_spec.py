@@ -115,10 +115,10 @@ def linear(X, W, b=None):
 def prepack_linear(W):
     """``W`` laid out for fast repeated ``linear(X, W)`` (weight prepacking).
 
-    Where the framework's product reads every layout alike, ``W`` itself; elsewhere a form that only
-    ``linear`` takes (a reordered tensor, W^T stored), with ``linear(X, prepack_linear(W))`` equal to
-    ``linear(X, W)``. A packed weight only feeds ``linear``, outside automatic differentiation (the
-    hand-written scans of ``models/bptt.py``).
+    Where the framework's product reads every layout alike, or where packing would not pay (torch's small
+    weights), ``W`` itself; elsewhere a form that only ``linear`` takes (a reordered tensor, W^T stored),
+    with ``linear(X, prepack_linear(W))`` equal to ``linear(X, W)``. A packed weight only feeds
+    ``linear``, outside automatic differentiation (the hand-written scans of ``models/bptt.py``).
     """
 
 
