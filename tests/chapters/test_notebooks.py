@@ -9,6 +9,7 @@ must still name its backend in its first output: adding a chapter is adding a fi
 """
 
 import collections
+import importlib.util
 import json
 import math
 import os
@@ -19,8 +20,6 @@ import jupytext
 import nbformat
 import numpy as np
 import pytest
-from ipykernel.kernelspec import get_kernel_dict
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
@@ -353,12 +352,17 @@ def kernel_env():
     return env
 
 
-class ThisPython(KernelSpecManager):
-    """The ``python3`` kernel is an ipykernel on this interpreter (the env's), whatever kernelspecs the
-    machine has, and nothing has to be installed first (as docs/site/execute.py's)."""
+def _site_executor():
+    """docs/site/execute.py, the site's notebook runner (not a package: loaded from its file)."""
+    spec = importlib.util.spec_from_file_location("site_execute", ROOT / "docs" / "site" / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def get_kernel_spec(self, kernel_name):
-        return KernelSpec(resource_dir="", **get_kernel_dict())
+
+#: The site's kernelspec manager: the ``python3`` kernel is an ipykernel on this interpreter (the env's),
+#: whatever kernelspecs the machine has, and nothing has to be installed first.
+ThisPython = _site_executor().ThisPython
 
 
 @pytest.fixture(scope="module")
