@@ -63,6 +63,10 @@ autograd = mx.autograd
 # other backend (legacy MXNet would give shape (1,)).
 mx.util.set_np_shape(True)
 
+# (they import MXNet: after the engine's choice above)
+from . import _mxnet_graphs as _graphs  # noqa: E402
+from ._mxnet_graphs import CachedGraph, Traced, TracedFunction  # noqa: E402
+
 
 @atexit.register  # after MXNet's own exit handler, so it runs before it (atexit is last in, first out)
 def _finish_pending_work():
@@ -157,21 +161,29 @@ def reshape(x, shape):
 
 
 def transpose(x, axes=None):
+    if type(x) is Traced:
+        return _graphs.transpose(x, axes)
     return nd.transpose(x, axes=tuple(axes) if axes is not None else ())
 
 
 def concat(tensors, axis=0):
     tensors = list(tensors)
+    if type(tensors[0]) is Traced:
+        return _graphs.concat(tensors, axis)
     return nd.concat(*tensors, dim=_axis(tensors[0], axis))
 
 
 def stack(tensors, axis=0):
     tensors = list(tensors)
+    if type(tensors[0]) is Traced:
+        return _graphs.stack(tensors, axis)
     return nd.stack(*tensors, axis=axis % (tensors[0].ndim + 1))
 
 
 def unstack(x, axis=0):
     axis = _axis(x, axis)
+    if type(x) is Traced:
+        return _graphs.unstack(x, axis)
     n = x.shape[axis]
     if axis == 0 and not autograd.is_recording():
         # Views into x: no engine operation, no copy (nd.split's kernel took 0.6-2 ms for the 35
@@ -222,6 +234,8 @@ def linear(X, W, b=None):
     # matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b
     # is FullyConnected's bias.
     n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
+    if type(X) is Traced:
+        return _graphs.linear(X, W, b, _blas(k, n))
     if _blas(k, n):
         if b is not None and b.shape == (X.shape[0], n):
             return nd.linalg.gemm(X, W, b, transpose_b=True)
@@ -240,6 +254,8 @@ def prepack_linear(W):
 
 def tanh(x):
     # Elementwise tanh (oneDNN's vectorised kernel: ~3x faster than ``nd.tanh`` here).
+    if type(x) is Traced:
+        return _graphs.activation(x, "tanh")
     return nd.Activation(x, act_type="tanh")
 
 
@@ -251,6 +267,8 @@ def tanh_grad(Y, dY):
 
 def sigmoid(x):
     # Elementwise 1 / (1 + exp(-x)) (oneDNN's vectorised kernel, as for ``tanh``).
+    if type(x) is Traced:
+        return _graphs.activation(x, "sigmoid")
     return nd.Activation(x, act_type="sigmoid")
 
 
@@ -380,22 +398,6 @@ def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=
         return list(outputs[:n]), list(outputs[n:2 * n]), list(outputs[2 * n:])
 
 
-class _CachedGraph:
-    """A symbolic function run as one MXNet ``CachedOp``: called with its inputs in the order of ``names``,
-    it returns its outputs' list. One imperative call instead of one per operator: what a hybridized
-    Gluon block runs."""
-
-    def __init__(self, outputs, names):
-        group = mx.sym.Group(outputs)
-        position = {name: i for i, name in enumerate(names)}
-        self._order = [position[name] for name in group.list_inputs()]
-        self._op = nd.CachedOp(group, flags=[("static_alloc", "true"), ("static_shape", "true")])
-
-    def __call__(self, *inputs):
-        outputs = self._op(*[inputs[i] for i in self._order])
-        return outputs if isinstance(outputs, list) else [outputs]
-
-
 @functools.lru_cache(maxsize=16)
 def _adam_graph(shapes, context, beta1, beta2, eps, weight_decay):
     """``_common.adam_update`` traced into a graph (the same operators, so the same bits) for parameters of
@@ -411,7 +413,7 @@ def _adam_graph(shapes, context, beta1, beta2, eps, weight_decay):
     P, G, M, V = ([sym.var(f"{kind}{i}") for i in range(n)] for kind in "PGMV")
     new_params, new_Ms, new_Vs = _common.adam_update(P, G, M, V, numbers, beta1, beta2, eps, weight_decay,
                                                      sym.sqrt, scale=sym.broadcast_mul)
-    return _CachedGraph(new_params + new_Ms + new_Vs, names)
+    return CachedGraph(new_params + new_Ms + new_Vs, names)
 
 
 # -- classification ----------------------------------------------------------------------------
@@ -710,15 +712,21 @@ def custom_vjp(fwd, bwd, differentiable=False):
         # from Python (~20 us apiece): the scratch LSTM's training step 81 -> 69 ms, the tanh RNN's 24 -> 19,
         # 6 epochs of the chapter's seq2seq model on the book's 600 pairs 22% faster, and less memory kept.
         # The same gradient (finite-difference tests on every backend).
+        # fwd runs as one cached graph per input signature (``_mxnet_graphs``): one call from Python instead
+        # of one per operation, the LSTM scan's forward and backward 31 -> 11 ms at the book's sizes. The
+        # graph's operators depend on whether autograd records (``linear``'s choice of product).
+        forward = TracedFunction(lambda *args: fwd(*args)[0])
+
         def recorded(*args):
             if not mx.util.is_np_array():
-                return tuple(fwd(*args)[0])
+                return forward(args, autograd.is_recording())
             # under a reader's npx.set_np(), in legacy arrays throughout (as Function's forward below), which
             # share memory and recorded history with the mxnet.np ones
             with mx.util.np_array(False):
-                outputs = fwd(*_common.tree_map(_as_nd, args))[0]
+                outputs = forward(_common.tree_map(_as_nd, args), autograd.is_recording())
             return tuple(_common.tree_map(_as_np, outputs))
 
+        recorded.graphs_built = lambda: forward.graphs_built
         return recorded
 
     class Function(autograd.Function):

@@ -2,7 +2,7 @@
 
 Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``; MXNet, whose
 engine runs a recorded backward pass faster than Python dispatches this one, records the forward scan
-instead and differentiates it: the same gradient), as two
+instead, traced into one cached graph, and differentiates it: the same gradient), as two
 ``ops.scan`` loops (on JAX one compiled loop each, not T unrolled copies of the step): the forward
 scan carries the state and returns, stacked over the steps, the hidden states and what the backward
 pass needs; the backward scan walks the steps in reverse (``reverse=True``) over those stacked values,

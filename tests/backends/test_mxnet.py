@@ -5,6 +5,9 @@ Adam's update runs as one cached graph.
 Checked in fresh interpreters (MXNet reads the setting once, when its engine starts), where mxnet is
 installed. Which engine runs shows in where a ``Function``'s backward is called: on the caller's thread
 under the naive engine, on a worker thread under the threaded one.
+
+The hand-written scans' forward passes (``d2lrnn/models/bptt.py``) run as one cached graph per input signature
+(``d2lrnn/backends/_mxnet_graphs.py``), with the bits of the same operators run one by one.
 """
 
 import json
@@ -105,3 +108,73 @@ def test_adams_update_is_one_cached_graph_that_computes_the_formula_to_the_bit(r
         from_floats = backend.adam_update(P, G, M, V, as_floats, 0.9, 0.999, 1e-8, weight_decay)
         assert backend._adam_graph.cache_info().hits == 1
         np.testing.assert_allclose(from_floats[0][0].asnumpy(), fused[0][0].asnumpy(), rtol=1e-6)
+
+
+T, B, H = 5, 3, 4  # steps, rows, hidden units
+SCAN_INPUTS = {  # the shapes of each hand-written scan's inputs (d2lrnn/models/bptt.py)
+    "rnn": [(T, B, H), (B, H), (H, H)],
+    "lstm": [(T, B, 4 * H), (B, H), (B, H), (H, 4 * H)],
+    "gru": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H)],
+    "gru_reset_after": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H), (H,)],
+}
+
+
+def _forward_and_grads(fn, inputs, weights):
+    """fn's outputs and the gradients of sum_i <output_i, weight_i> with respect to every input."""
+    import mxnet as mx
+
+    inputs = [x.copy() for x in inputs]
+    for x in inputs:
+        x.attach_grad()
+    with mx.autograd.record():
+        outputs = fn(*inputs)
+        loss = sum((y * w).sum() for y, w in zip(outputs, weights))
+    loss.backward()
+    return [y.asnumpy() for y in outputs], [x.grad.asnumpy() for x in inputs]
+
+
+@pytest.mark.parametrize("kind", list(SCAN_INPUTS))
+def test_the_hand_written_scans_run_as_one_cached_graph_with_the_operators_values(rng, kind):
+    import mxnet as mx
+
+    from d2lrnn.models import bptt
+
+    with d2l.use_backend("mxnet"):
+        scan, (forward, _) = bptt._scan(kind), bptt._SCANS[kind]
+        inputs = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in SCAN_INPUTS[kind]]
+        weights = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in [(T, B, H)] + [(B, H)] * 2]
+        built = scan.graphs_built()
+        graph = _forward_and_grads(scan, inputs, weights)
+        assert scan.graphs_built() == built + 1  # traced, not run operator by operator
+        eager = _forward_and_grads(lambda *args: forward(*args)[0], inputs, weights)
+        # the same operators: the same bits
+        for got, expected in zip(graph[0] + graph[1], eager[0] + eager[1]):
+            np.testing.assert_array_equal(got, expected)
+
+        kept = [y.copy() for y in scan(*inputs)]
+        assert scan.graphs_built() == built + 2  # unrecorded: its own graph (linear picks other products)
+        later = scan(*[x * 2 for x in inputs])
+        assert scan.graphs_built() == built + 2  # the same signature: the same graph
+        first = scan(*inputs)  # a call's outputs are its own: the next call does not write over them
+        for a, b, c in zip(first, kept, later):
+            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+            assert not np.array_equal(c.asnumpy(), b.asnumpy())
+        shorter = scan(*[x[:2] if len(x.shape) == 3 else x for x in inputs])
+        assert scan.graphs_built() == built + 3 and shorter[0].shape == (2, B, H)  # a new shape: a new graph
+
+
+def test_a_function_the_graph_cannot_take_runs_operator_by_operator(rng):
+    import mxnet as mx
+
+    from d2lrnn.backends._mxnet_graphs import TracedFunction
+
+    with d2l.use_backend("mxnet") as backend:
+        X = mx.nd.array(rng.standard_normal((3, 4)).astype(np.float32))
+        traceable = TracedFunction(lambda X: (backend.tanh(X) * 2.0 - X, backend.reshape(X, (-1, 2))))
+        untraceable = TracedFunction(lambda X: (backend.exp(X), X[0]))
+        for fn in (traceable, untraceable):
+            got = fn([X])
+            assert [y.shape for y in got] == [(3, 4), (6, 2) if fn is traceable else (4,)]
+        assert traceable.graphs_built == 1 and untraceable.graphs_built == 0
+        np.testing.assert_array_equal(traceable([X])[0].asnumpy(), (backend.tanh(X) * 2.0 - X).asnumpy())
+        np.testing.assert_array_equal(untraceable([X])[0].asnumpy(), backend.exp(X).asnumpy())
