@@ -7,10 +7,11 @@ backend at run time (``d2lrnn.use_backend``) takes effect on the next call.
 from .backends import ALIASES, SHIM_FUNCTIONS, get_backend
 
 __all__ = list(SHIM_FUNCTIONS) + list(ALIASES)
+_FUNCTIONS = frozenset(SHIM_FUNCTIONS)  # looked up at every call above the shim: a set, not a tuple's scan
 
 
 def __getattr__(name):
-    if name in SHIM_FUNCTIONS:
+    if name in _FUNCTIONS:
         return getattr(get_backend(), name)
     if name in ALIASES:
         return getattr(get_backend(), ALIASES[name])
