@@ -14,6 +14,8 @@ and the arithmetic operators) build the graph when given one. A function that us
 traceable and runs eagerly, the same numbers.
 """
 
+import math
+
 import mxnet as mx
 
 sym = mx.sym
@@ -61,14 +63,9 @@ class Traced:
 
     def reshape(self, shape):
         shape = tuple(shape)
-        if -1 in shape:
-            known = 1
-            for n in shape:
-                known *= n if n != -1 else 1
-            total = 1
-            for n in self.shape:
-                total *= n
-            shape = tuple(total // known if n == -1 else n for n in shape)
+        if -1 in shape:  # the one axis left to fill: what the given ones leave of the size
+            rest = math.prod(self.shape) // -math.prod(shape)
+            shape = tuple(rest if n == -1 else n for n in shape)
         return Traced(sym.reshape(self.symbol, shape=shape), shape)
 
     def _arithmetic(self, other, elementwise, broadcast, scalar, reflected=False):
