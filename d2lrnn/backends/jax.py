@@ -128,20 +128,64 @@ def is_tensor(x):
 # -- shaping -------------------------------------------------------------------------------
 
 
+def _host_views(arrays):
+    """NumPy views of ``arrays`` when the shim may move their values on the host, else None.
+
+    On a machine whose JAX runs on the CPU, a concrete array's buffer is host memory: reshaping, joining,
+    splitting or indexing it in NumPy copies the same values, and compiles nothing, where XLA compiles a
+    program for every new shape (~12 ms each, and ~0.4 s to split 35 time steps apart). Not for arrays
+    being traced (they have no values yet), on an accelerator (their values would cross to the host and
+    back), or with JAX's weak types (a NumPy result has none)."""
+    if not _values_on_host():
+        return None
+    for a in arrays:
+        if not isinstance(a, jax.Array) or isinstance(a, jax.core.Tracer) or a.weak_type:
+            return None
+    return [np.asarray(a) for a in arrays]
+
+
+@functools.cache
+def _values_on_host():
+    return jax.default_backend() == "cpu"
+
+
+def _from_host(value, *inputs):
+    """``value`` (computed in NumPy) as a JAX array, placed as JAX places an operation's result: committed
+    to the device of an input that is (a compiled step compiles again for an argument whose placement
+    changed), else not."""
+    for a in inputs:
+        if a.committed:
+            return jax.device_put(value, next(iter(a.devices())))
+    return jax.device_put(value)
+
+
 def reshape(x, shape):
+    views = _host_views([x])
+    if views is not None:
+        return _from_host(np.reshape(views[0], shape), x)
     return jnp.reshape(x, shape)
 
 
 def transpose(x, axes=None):
+    views = _host_views([x])
+    if views is not None:
+        return _from_host(np.transpose(views[0], axes), x)
     return jnp.transpose(x, axes)
 
 
 def concat(tensors, axis=0):
-    return _joined(jnp.concatenate, list(tensors), axis)
+    return _joined_anywhere(np.concatenate, jnp.concatenate, list(tensors), axis)
 
 
 def stack(tensors, axis=0):
-    return _joined(jnp.stack, list(tensors), axis)
+    return _joined_anywhere(np.stack, jnp.stack, list(tensors), axis)
+
+
+def _joined_anywhere(host_join, join, tensors, axis):
+    views = _host_views(tensors) if tensors else None
+    if views is not None and len({v.dtype for v in views}) == 1:
+        return _from_host(host_join(views, axis=axis), *tensors)
+    return _joined(join, tensors, axis)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
@@ -150,7 +194,11 @@ def _joined(join, tensors, axis):
 
 
 def unstack(x, axis=0):
-    return list(_unstacked(x, axis % jnp.ndim(x)))
+    axis = axis % jnp.ndim(x)
+    views = _host_views([x])
+    if views is not None:
+        return [_from_host(np.take(views[0], i, axis), x) for i in range(views[0].shape[axis])]
+    return list(_unstacked(x, axis))
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -161,7 +209,14 @@ def _unstacked(x, axis):
 
 
 def take(x, indices, axis=0):
-    return _take(x, _on_device(indices), axis)
+    indices = _on_device(indices)
+    views = _host_views([x, indices])
+    if views is not None and views[1].dtype.kind in "iu":
+        n = views[0].size if axis is None else views[0].shape[axis]
+        # in range only: out of range, NumPy raises where JAX fills (what the compiled step does)
+        if views[1].size == 0 or (-n <= views[1].min() and views[1].max() < n):
+            return _from_host(np.take(views[0], views[1], axis), x)
+    return _take(x, indices, axis)
 
 
 @functools.partial(jax.jit, static_argnums=2)

@@ -110,8 +110,6 @@ def test_a_shim_function_of_several_operations_is_one_program_when_called_eagerl
             "softmax": lambda: ops.softmax(logits, axis=0),
             "sum": lambda: ops.sum(logits, axis=(0, 1), keepdims=True),
             "mean": lambda: ops.mean(logits, axis=1),
-            "stack": lambda: ops.stack([logits, logits, logits], axis=1),
-            "take": lambda: ops.take(logits, labels, axis=1),
             "sum_of_squares": lambda: ops.sum_of_squares([logits, W, b]),
             "adam_update": lambda: ops.adam_update(P, G, P, P, scalars, 0.9, 0.999, 1e-8),
             "dropout": lambda: ops.dropout(logits, 0.25),
@@ -126,6 +124,47 @@ def test_a_shim_function_of_several_operations_is_one_program_when_called_eagerl
                 np.testing.assert_array_equal(again, expected)
         masks = [ops.to_numpy(ops.dropout(logits, 0.25)) == 0 for _ in range(2)]
         assert (masks[0] != masks[1]).any()
+
+
+def test_moving_values_about_compiles_nothing_on_the_cpu(compiled_programs):
+    # Reshaping, joining, splitting and indexing concrete arrays copy values on the host, where XLA compiled
+    # a program for every new shape (splitting 35 time steps apart: ~0.4 s): the same values, the same dtype,
+    # committed to the device as the input was, and no program.
+    import jax
+    import numpy as np
+
+    import d2lrnn as d2l
+    from d2lrnn import ops
+
+    rng = np.random.default_rng(1)
+    with d2l.use_backend("jax"):
+        x_np = rng.standard_normal((5, 7, 3)).astype(np.float32)
+        x = ops.tensor(x_np)
+        placed = jax.device_put(x, jax.devices()[0])
+        indices = np.array([6, 0, -1, 2])
+        compiled_programs.clear()
+        cases = [
+            (ops.reshape(x, (7, -1)), x_np.reshape(7, -1)),
+            (ops.transpose(x, (2, 0, 1)), x_np.transpose(2, 0, 1)),
+            (ops.concat([x, placed], axis=1), np.concatenate([x_np, x_np], axis=1)),
+            (ops.stack([x, x], axis=-1), np.stack([x_np, x_np], axis=-1)),
+            (ops.take(x, indices, axis=1), np.take(x_np, indices, axis=1)),
+            (ops.take(x, indices[:2], axis=None), np.take(x_np, indices[:2])),
+        ] + [(piece, x_np[:, i]) for i, piece in enumerate(ops.unstack(x, axis=-2))]
+        for got, expected in cases:
+            assert got.dtype == expected.dtype and not got.weak_type
+            np.testing.assert_array_equal(ops.to_numpy(got), expected)
+        assert not ops.reshape(x, (-1,)).committed and ops.reshape(placed, (-1,)).committed
+        assert ops.concat([x, placed]).committed and not ops.concat([x, x]).committed
+        assert all(piece.committed for piece in ops.unstack(placed))
+        assert compiled_programs == []
+        # out of range, NumPy would raise where JAX fills with NaN: such a take stays JAX's
+        filled = ops.to_numpy(ops.take(x, np.array([0, 9]), axis=1))
+        np.testing.assert_array_equal(filled[:, 0], x_np[:, 0])
+        assert np.isnan(filled[:, 1]).all()
+        # traced, they are operations of the compiled program
+        jitted = jax.jit(lambda a: ops.stack(ops.unstack(ops.transpose(a)), axis=0))
+        np.testing.assert_array_equal(ops.to_numpy(jitted(x)), x_np.T)
 
 
 def test_host_arrays_reach_the_device_without_compiling_a_program(compiled_programs):
