@@ -125,17 +125,17 @@ def test_flax_predict_is_the_references_greedy_decoding(d2l):
 def test_flax_predict_step_is_the_books_decoding_loop_compiled_once(d2l, compiled_programs):
     # The book's JAX predict_step applies the encoder once and the decoder once per token, eagerly; d2lrnn's
     # runs the same two applications compiled, once per model and shape: the same tokens, and a second
-    # call compiles nothing (eagerly, Flax's nn.RNN compiled a scan per layer and token). The book's loop
-    # below runs the decoder's application through a jax.jit of its own: eagerly it took ~6 s.
+    # call compiles nothing (eagerly, Flax's nn.RNN compiled a scan per layer and token). From the parameters
+    # Trainer.fit starts from: both loops must give the same tokens from any weights (a trained model's took
+    # ~5 s more to make), and these give several. The book's loop runs the decoder through a jax.jit of its
+    # own (eagerly: ~1 s).
     d2lrnn.manual_seed(0)
     data = d2l.MTFraEng(batch_size=8, num_train=16, num_val=8)
     encoder = d2l.Seq2SeqEncoder(len(data.src_vocab), 8, 8, 2)
     model = d2l.Seq2Seq(encoder, decoder_class("jax", d2l)(len(data.tgt_vocab), 8, 8, 2),
                         tgt_pad=data.tgt_vocab["<pad>"], lr=0.01, training=True)
-    trainer = d2l.Trainer(max_epochs=1, gradient_clip_val=1)
-    trainer.fit(model, data)
-    params = trainer.state.params
     batch = data.build(["go .", "i lost .", "he's calm ."], ["va !", "j'ai perdu .", "il est calme ."])
+    params = model.apply_init(batch[:-1], jax.random.PRNGKey(0))["params"]  # what Trainer.fit starts from
     src, tgt, src_valid_len, _ = batch
     enc_all_outputs = model.encoder.apply({"params": params["encoder"]}, src, src_valid_len, training=False)
     dec_state = model.decoder.init_state(enc_all_outputs, src_valid_len)
