@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..backends import backend_name
 from ..errors import TrainingError
 
 
@@ -22,6 +23,19 @@ def _loss_and_probe(l, params):
     """[loss, probe]: the probe is 0 when every parameter is finite and not finite otherwise
     (``ops.nonfinite_probe``), so one small transfer checks them all."""
     return ops.stack([l, ops.nonfinite_probe(params)])
+
+
+_COMPILED_PROBES = {}  # backend name -> _loss_and_probe compiled on it
+
+
+def compiled_probe():
+    """:func:`_loss_and_probe` compiled for the active backend, one per process: a run of a model whose
+    parameters have the shapes of an earlier run's reuses its program (the next run in a notebook, a resumed
+    run) instead of tracing and compiling it again."""
+    name = backend_name()
+    if name not in _COMPILED_PROBES:
+        _COMPILED_PROBES[name] = ops.compile(_loss_and_probe)
+    return _COMPILED_PROBES[name]
 
 
 #: A run has diverged when an epoch's training perplexity, exp(mean cross-entropy per token), is above this
@@ -54,7 +68,7 @@ class DivergenceGuard:
 
     def __init__(self, params):
         self.params = self.epoch_start = params
-        self._probe = ops.compile(_loss_and_probe)  # one compiled probe (one tf.function) per run
+        self._probe = compiled_probe()
 
     def check_step(self, net, params, l, new_params, epoch, step):
         """Accept a step (``net.params = new_params``) or keep the last good parameters and raise.
