@@ -209,14 +209,14 @@ def _unstacked(x, axis):
 
 
 def take(x, indices, axis=0):
-    indices = _on_device(indices)
-    views = _host_views([x, indices])
-    if views is not None and views[1].dtype.kind in "iu":
+    views = None if isinstance(indices, jax.core.Tracer) else _host_views([x])
+    if views is not None:
+        index = np.asarray(indices)  # the given numbers, or a concrete JAX array's values
         n = views[0].size if axis is None else views[0].shape[axis]
         # in range only: out of range, NumPy raises where JAX fills (what the compiled step does)
-        if views[1].size == 0 or (-n <= views[1].min() and views[1].max() < n):
-            return _from_host(np.take(views[0], views[1], axis), x)
-    return _take(x, indices, axis)
+        if index.dtype.kind in "iu" and (index.size == 0 or (-n <= index.min() and index.max() < n)):
+            return _from_host(np.take(views[0], index, axis), x)
+    return _take(x, _on_device(indices), axis)
 
 
 @functools.partial(jax.jit, static_argnums=2)

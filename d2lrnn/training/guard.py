@@ -2,6 +2,7 @@
 with one :class:`~d2lrnn.errors.TrainingError` line and keeps the last parameters that were still good."""
 
 import contextlib
+import functools
 import math
 
 import numpy as np
@@ -25,17 +26,12 @@ def _loss_and_probe(l, params):
     return ops.stack([l, ops.nonfinite_probe(params)])
 
 
-_COMPILED_PROBES = {}  # backend name -> _loss_and_probe compiled on it
-
-
-def compiled_probe():
-    """:func:`_loss_and_probe` compiled for the active backend, one per process: a run of a model whose
-    parameters have the shapes of an earlier run's reuses its program (the next run in a notebook, a resumed
-    run) instead of tracing and compiling it again."""
-    name = backend_name()
-    if name not in _COMPILED_PROBES:
-        _COMPILED_PROBES[name] = ops.compile(_loss_and_probe)
-    return _COMPILED_PROBES[name]
+@functools.cache
+def _compiled_probe(backend):
+    """:func:`_loss_and_probe` compiled on ``backend`` (the active one), once per process: a run of a model
+    whose parameters have the shapes of an earlier run's reuses its program (the next run in a notebook, a
+    resumed run) instead of tracing and compiling it again."""
+    return ops.compile(_loss_and_probe)
 
 
 #: A run has diverged when an epoch's training perplexity, exp(mean cross-entropy per token), is above this
@@ -68,7 +64,7 @@ class DivergenceGuard:
 
     def __init__(self, params):
         self.params = self.epoch_start = params
-        self._probe = compiled_probe()
+        self._probe = _compiled_probe(backend_name())
 
     def check_step(self, net, params, l, new_params, epoch, step):
         """Accept a step (``net.params = new_params``) or keep the last good parameters and raise.

@@ -3,7 +3,6 @@
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import textwrap
 
@@ -12,6 +11,7 @@ import pytest
 
 import d2lrnn
 import d2lrnn as d2l
+from tests.conftest import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -43,9 +43,11 @@ FAULTS = textwrap.dedent("""
 
 
 def _fresh_process_faults(**env):
-    """churn_faults() in a fresh process of this interpreter, with ``env`` set."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env)
-    out = subprocess.run([sys.executable, "-c", FAULTS], capture_output=True, text=True, check=True, env=env)
+    """churn_faults() in a fresh process of this interpreter, with ``env`` set (and this checkout's tests
+    importable)."""
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    out = run_python(FAULTS, env)
+    assert out.returncode == 0, out.stderr
     return int(out.stdout.split()[-1])
 
 
