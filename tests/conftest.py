@@ -136,6 +136,15 @@ def _thread_settings_kept(monkeypatch):
 
 
 @pytest.fixture
+def no_shared_programs():
+    """The backend's shared compiled programs (``ops.compile(..., key=)``) dropped before the test: a test
+    that counts the programs a function makes then sees none an earlier test's models already made."""
+    shared = getattr(d2l.get_backend(), "_shared_programs", None)
+    if shared is not None:
+        shared.clear()
+
+
+@pytest.fixture
 def compiled_programs():
     """The names of the XLA programs compiled while the test runs, in order (JAX tests)."""
     import jax.monitoring

@@ -303,7 +303,7 @@ def scan(step, carry, xs, reverse=False):
     """
 
 
-def compile(fn, calls="many"):
+def compile(fn, calls="many", key=None):
     """``fn`` compiled into one program per input signature where the framework compiles free functions
     (a compiled step gets fresh dropout randomness at every call, and reports how many programs it
     built with ``compilations()``); ``fn`` itself where it does not.
@@ -311,6 +311,13 @@ def compile(fn, calls="many"):
     ``calls="few"`` is for a function called only a few times per input shape (a decoding step): it is
     compiled only where the framework would otherwise compile each of its operations on its own at
     their first call (JAX), and runs eagerly where tracing it would cost more than it saves (TensorFlow).
+
+    ``key`` (hashable) says that ``fn`` computes the same function of its arguments as every other
+    function compiled with an equal key: where compiling traces (TensorFlow, JAX), their calls share
+    the programs traced so far instead of tracing them again (``compilations()`` counts those this
+    function's own calls made). The key must name everything ``fn`` reads besides its arguments, and
+    ``fn`` must draw no random numbers of the framework's own (those of a shared program continue
+    from where another caller's calls left them, not from the seed).
     """
 
 

@@ -664,7 +664,7 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def _compile_one(fn, calls):
     # ``jax.jit(fn)``, compiled once per input shape; each call gets a fresh key for dropout. The same for
     # ``calls="few"``: run eagerly, each operation is compiled on its own at its first call per shape.
     #
@@ -682,6 +682,14 @@ def compile(fn, calls="many"):  # noqa: A001
 
     step.compilations = jitted._cache_size  # how many compiled programs so far (for tests)
     return step
+
+
+#: ``compile`` with a ``key``: one jitted function per key (see ``_common.SharedPrograms``).
+_shared_programs = _common.SharedPrograms(_compile_one)
+
+
+def compile(fn, calls="many", key=None):  # noqa: A001
+    return _shared_programs(fn, calls, key)
 
 
 def _committed(args):

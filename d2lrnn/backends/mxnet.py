@@ -785,7 +785,7 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def compile(fn, calls="many", key=None):  # noqa: A001
     # MXNet compiles Gluon blocks (``hybridize``), not free functions: returned unchanged.
     return fn
 

@@ -394,7 +394,7 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def compile(fn, calls="many", key=None):  # noqa: A001
     return fn
 
 

@@ -631,7 +631,7 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def compile(fn, calls="many", key=None):  # noqa: A001
     # Eager Paddle, as eager PyTorch: the step itself.
     return fn
 

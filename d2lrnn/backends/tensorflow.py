@@ -641,7 +641,7 @@ except ImportError:  # moved: any ValueError while tracing then falls back (and,
 _NOT_GRAPHABLE = (InaccessibleTensorError, tf.errors.OperatorNotAllowedInGraphError)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def _compile_one(fn, calls):
     # ``tf.function(fn)``: traced once per input signature, then run as one graph. With ``calls="few"``
     # ``fn`` itself: a trace costs more than a few eager calls (a greedy search of 300 sentences took 1.4 s
     # traced and 0.45 s eagerly on its first call).
@@ -674,6 +674,14 @@ def compile(fn, calls="many"):  # noqa: A001
 
     step.compilations = graph.experimental_get_tracing_count  # how many traces so far (for tests)
     return step
+
+
+#: ``compile`` with a ``key``: one traced function per key (see ``_common.SharedPrograms``).
+_shared_programs = _common.SharedPrograms(_compile_one)
+
+
+def compile(fn, calls="many", key=None):  # noqa: A001
+    return _shared_programs(fn, calls, key)
 
 
 class DeviceName(str):

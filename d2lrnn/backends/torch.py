@@ -495,10 +495,11 @@ def scan(step, carry, xs, reverse=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 
-def compile(fn, calls="many"):  # noqa: A001
+def compile(fn, calls="many", key=None):  # noqa: A001
     # On the CPU eager PyTorch is fastest for these small step functions: returned unchanged. Where CUDA
     # is available, with calls="many", a call on a CUDA device replays a CUDA graph of its kernels, one
     # launch in place of hundreds (_torch_graphs); calls="few" and calls on the CPU run eagerly.
+    # ``key`` is not used: each caller captures its own graphs (they hold its buffers).
     if calls == "few" or not torch.cuda.is_available():
         return fn
     from ._torch_graphs import Graphed

@@ -74,7 +74,9 @@ def _compiled_forward(net, steps, calls):
     step = steps.get(net)
     if step is None:
         model = weakref.ref(net)  # the compiled function must not keep its model alive
-        compiled = ops.compile(lambda params, X, state: model().forward(params, X, state), calls=calls)
+        key = net.compile_key()  # models of one structure share their programs
+        compiled = ops.compile(lambda params, X, state: model().forward(params, X, state), calls=calls,
+                               key=None if key is None else ("forward", key))
 
         def step(X, state):
             return compiled(model().params, X, state)

@@ -20,6 +20,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import checked_indices, generator
 from ..errors import ArgumentError
+from ..keys import device_key, from_d2lrnn
 from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
 from ..models.native import LOCKED_BETWEEN_NATIVE
 from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
@@ -150,6 +151,20 @@ class _LayerModel(_LanguageModel):
         """A fresh (zero) state for ``batch_size`` sequences."""
         return self.layer.begin_state(batch_size, device)
 
+    def compile_key(self):
+        """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``): the class, the
+        layer's key, every setting and the device; None for a reader's subclass or layer."""
+        layer = self.layer.compile_key()
+        if layer is None or not from_d2lrnn(self) or "forward" in vars(self):
+            return None
+        return (type(self), layer, self.vocab_size, self.input_dropout, self.output_dropout,
+                self.locked_dropout, self.weight_drop, device_key(self.device))
+
+    @property
+    def draws_dropout(self):
+        """Whether training draws dropout masks (of its own, or of the framework's layer)."""
+        return bool(self.input_dropout or self.output_dropout or self.layer.dropout)
+
     def config(self):
         """The settings that rebuild this model (see :func:`d2lrnn.models.make_model`)."""
         layer = self.layer
@@ -265,6 +280,15 @@ class RNNModelScratch(_LanguageModel):
         """A fresh (zero) state for ``batch_size`` sequences: ``init_state(batch_size, num_hiddens,
         device)``."""
         return self.init_state(batch_size, self.num_hiddens, device)
+
+    def compile_key(self):
+        """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``), where the forward
+        function is one of d2lrnn's: it, the vocabulary size and the device; None for the reader's own."""
+        if not (from_d2lrnn(self) and from_d2lrnn(self.forward_fn)) or "forward" in vars(self):
+            return None
+        return (type(self), self.forward_fn, self.vocab_size, device_key(self.device))
+
+    draws_dropout = False
 
     def config(self):
         """The settings that rebuild this model, if it is built from d2lrnn's own functions."""

@@ -17,6 +17,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import backend_name, checked_indices, generator
 from ..errors import ArgumentError, DataError
+from ..keys import from_d2lrnn, settings_key
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, model_device, placed, run_epoch
@@ -83,6 +84,20 @@ def lm_objective(net, loss, training, truncation=None):
     return value
 
 
+def lm_objective_key(net, loss=lm_loss, training=True, truncation=None):
+    """``ops.compile``'s key for :func:`lm_objective` of these arguments: the model's, the loss and the
+    truncation; None where one of them is the reader's own, or where training draws dropout masks of the
+    framework's (a shared program would continue another model's random numbers, not the seed's)."""
+    model_key = getattr(net, "compile_key", None)
+    model_key = model_key() if callable(model_key) else None
+    truncation_key = settings_key(get_truncation(truncation))
+    if model_key is None or truncation_key is None or not from_d2lrnn(loss):
+        return None
+    if training and getattr(net, "draws_dropout", True):
+        return None
+    return ("lm", model_key, loss, bool(training), truncation_key)
+
+
 def takes_masks(net):
     """Whether ``net`` trains with masks drawn outside the compiled step (``net.draw_masks``)."""
     return bool(getattr(net, "regularized", False))
@@ -106,10 +121,12 @@ class Updater(training_step.Updater):
                  device=None, objective=None, average=0.0):
         self.masks_for = net if objective is None and takes_masks(net) else None
         self.num_factors = get_truncation(truncation).num_factors
+        key = None
         if objective is None:
             objective = lm_objective(net, loss, True, truncation)
+            key = lm_objective_key(net, loss, True, truncation)
         super().__init__(net.params, objective, SGD(1.0) if optimizer is None else optimizer, clip, schedule,
-                         model_device(net, device), average)
+                         model_device(net, device), average, key)
 
     def __call__(self, params, *batch):
         if self.masks_for is not None and len(batch) == 3 + self.num_factors:
@@ -135,7 +152,8 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=
 
 def make_eval_step(net, loss=lm_loss):
     """A compiled step ``(params, X, Y, state) -> (loss, new_state)`` without gradients."""
-    return ops.compile(lm_objective(net, loss, training=False))
+    key = lm_objective_key(net, loss, training=False)
+    return ops.compile(lm_objective(net, loss, training=False), key=None if key is None else ("eval", key))
 
 
 def state_for(net, X, state, device, reset=False):

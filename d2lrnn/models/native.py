@@ -41,6 +41,7 @@ class NativeLayer(RecurrentStack):
     def __init__(self, cell, num_inputs, num_hiddens, num_layers=1, bidirectional=False, dropout=0.0,
                  reset_after=None, native=None):
         decl = _declaration()
+        self.wrapped = native is not None  # a layer the reader built
         if reset_after is None:
             reset_after = cell == "gru"
         super().__init__(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after)
@@ -76,6 +77,12 @@ class NativeLayer(RecurrentStack):
                     config["bidirectional"], config["dropout"], config["reset_after"],
                     native=decl.prepare(native, num_inputs))
         return layer
+
+    def compile_key(self):
+        """As :meth:`RecurrentStack.compile_key`; None for a layer the reader built (it may have settings
+        of its own)."""
+        key = super().compile_key()
+        return None if key is None or self.wrapped else key + (self.declaration is not None,)
 
     def pack(self, params):
         """One layer-direction's parameters in the native layout ``[W_x, W_h, b_x, b_h]``.

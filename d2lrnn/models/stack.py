@@ -16,6 +16,7 @@ layers above. The state is a flat tuple: for each layer, for each direction, the
 
 from .. import checks, ops
 from ..errors import ArgumentError
+from ..keys import from_d2lrnn
 from .cells import get_cell
 
 
@@ -54,6 +55,14 @@ class RecurrentStack:
         self.num_directions = 2 if bidirectional else 1
         self.slots = [(layer, reverse) for layer in range(self.num_layers)
                       for reverse in range(self.num_directions)]
+
+    def compile_key(self):
+        """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``): the cell and every
+        setting; None for a reader's subclass."""
+        if not from_d2lrnn(self) or "forward" in vars(self):
+            return None
+        return (type(self), self.cell.name, self.cell.reset_after, self.num_inputs, self.num_hiddens,
+                self.num_layers, self.bidirectional, self.dropout)
 
     @property
     def num_outputs(self):

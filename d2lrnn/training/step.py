@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import checks, ops
 from ..errors import ArgumentError
+from ..keys import settings_key
 from .optim import get_optimizer
 
 
@@ -62,9 +63,14 @@ class Updater:
 
     (:meth:`averaged_params`; what training validates and saves as the model when on). The averages are
     part of :meth:`state_dict`, so a resumed run continues them.
+
+    ``key`` names what ``objective`` computes besides its arguments (see ``ops.compile``): with it, and one
+    of d2lrnn's optimizers, updaters of equal keys, optimizer settings, clipping and averaging share their
+    compiled steps (a model of an earlier one's structure trains without tracing its step again).
     """
 
-    def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0):
+    def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0,
+                 key=None):
         self.device = device
         self.optimizer = get_optimizer(optimizer)
         clip = check_clip(clip)
@@ -97,7 +103,9 @@ class Updater:
                                                for A, P in zip(opt_state[n:], new_params)]
             return l, new_params, new_state, aux
 
-        self._step = ops.compile(step)
+        settings = settings_key(optimizer)
+        shared = None if key is None or settings is None else ("step", key, settings, clip, decay, n)
+        self._step = ops.compile(step, key=shared)
 
     def _scalars(self, t):
         """The optimizer's numbers for step t as one tensor, made again only when they change (creating a

@@ -2,7 +2,9 @@
 
 import numpy as np
 
+import d2lrnn
 import d2lrnn as d2l
+import d2lrnn.lm.train
 from d2lrnn import ops
 from d2lrnn.seq2seq import make_seq2seq
 from d2lrnn.seq2seq.train import make_seq2seq_updater
@@ -19,7 +21,7 @@ def test_a_plain_function_is_returned_where_there_is_no_compiler(backend):
     np.testing.assert_array_equal(ops.to_numpy(compiled(ops.ones(2))), [2.0, 2.0])
 
 
-def test_training_compiles_the_step_once_per_shape(backend):
+def test_training_compiles_the_step_once_per_shape(backend, no_shared_programs):
     """A language model's epochs (every minibatch the same shape) and a seq2seq run with a short last batch:
     one program for the first, two for the second, however many minibatches. The language model is a
     reader's, built from the book's functions: its parameters and each epoch's first state are made
@@ -45,3 +47,57 @@ def test_training_compiles_the_step_once_per_shape(backend):
         return
     assert updater._step.compilations() == 1
     assert step._step.compilations() == 2
+
+
+def _readers_gru(inputs, state, params):
+    """A reader's forward function (here the book's GRU): d2lrnn cannot know what such a function reads."""
+    return d2l.gru(inputs, state, params)
+
+
+class _ReadersModel(d2l.StackedRNNModelScratch):
+    """A reader's subclass: it may compute anything, whatever its settings."""
+
+
+def test_models_of_one_structure_share_their_compiled_steps(backend, no_shared_programs):
+    """A model of an earlier one's structure (a notebook's training cell run again, a resumed run) trains and
+    is evaluated on the programs the earlier one's steps made: none traced again, the same numbers. Another
+    structure, a reader's forward function or subclass, and a model that draws dropout masks in training
+    (a shared program would go on with another model's random numbers) get programs of their own."""
+    d2l.manual_seed(0)
+    train_iter, vocab = d2l.load_data_time_machine(4, 5, max_tokens=200)
+    X, Y = next(iter(train_iter))
+    V = len(vocab)
+
+    def run(make):
+        d2l.manual_seed(0)
+        net = make()
+        updater, evaluate = d2l.make_train_step(net, 1.0), d2lrnn.lm.train.make_eval_step(net)
+        params, state, losses = net.params, net.begin_state(4), []
+        for _ in range(2):
+            loss, params, state = updater(params, X, Y, state)
+            losses.append(float(ops.to_numpy(loss)))
+        losses.append(float(ops.to_numpy(evaluate(params, X, Y, net.begin_state(4))[0])))
+        return losses, [getattr(f, "compilations", lambda: None)() for f in (updater._step, evaluate)]
+
+    def gru(hiddens=8, **kwargs):
+        return lambda: d2l.StackedRNNModelScratch(V, hiddens, cell="gru", **kwargs)
+
+    runs = {"first": run(gru()), "again": run(gru()), "wider": run(gru(9)),
+            "readers": run(lambda: d2l.RNNModelScratch(V, 8, None, d2l.get_gru_params, d2l.init_gru_state,
+                                                        _readers_gru)),
+            "readers again": run(lambda: d2l.RNNModelScratch(V, 8, None, d2l.get_gru_params,
+                                                              d2l.init_gru_state, _readers_gru)),
+            "subclass": run(lambda: _ReadersModel(V, 8, cell="gru")),
+            "dropout": run(gru(num_layers=2, dropout=0.5)),
+            "dropout again": run(gru(num_layers=2, dropout=0.5))}
+    assert runs["again"][0] == runs["first"][0]  # the same numbers from the shared programs
+    for name in ("readers", "readers again", "subclass"):  # the book's GRU, computed alike
+        np.testing.assert_allclose(runs[name][0], runs["first"][0], rtol=1e-5)
+    programs = {name: made for name, (_, made) in runs.items()}
+    if backend not in COMPILERS:
+        assert all(made == [None, None] for made in programs.values())
+        return
+    # [training step, evaluation step]: evaluating draws no masks, so the second dropout model's is shared
+    assert programs == {"first": [1, 1], "again": [0, 0], "wider": [1, 1], "readers": [1, 1],
+                        "readers again": [1, 1], "subclass": [1, 1], "dropout": [1, 1],
+                        "dropout again": [1, 0]}

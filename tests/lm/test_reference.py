@@ -190,7 +190,8 @@ def test_generation_follows_an_independent_decode_loop(kind, temperature, seed):
 
 
 @pytest.mark.parametrize("kind", ["scratch", "concise"])
-def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_model(kind, backend):
+def test_generation_compiles_one_token_step_per_model_and_lets_it_go_with_the_model(
+        kind, backend, no_shared_programs):
     """Generating calls the model once per token: TensorFlow and JAX run that call as one program made
     once per model (then reused by every later call, with the model's parameters as they are then); the
     other backends call its forward as it is. The prefix's warm-up is compiled on JAX only (one call per
