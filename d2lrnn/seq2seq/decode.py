@@ -72,7 +72,9 @@ class _Steps:
                 state = tuple(ops.take(s, parents) for s in state)
             return model().decode(params, dec_X, state)
 
-        self.encode, self.decode = (ops.compile(encode, calls="few"), ops.compile(decode, calls="few")) \
+        key = model().compile_key() if compiled else None  # models of one structure share their programs
+        self.encode, self.decode = (ops.compile(encode, calls="few", key=key and ("encode", key)),
+                                    ops.compile(decode, calls="few", key=key and ("decode", key))) \
             if compiled else (encode, decode)
 
     @classmethod

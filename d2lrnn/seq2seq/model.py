@@ -24,6 +24,7 @@ cell from scratch) or the framework's own layer (:class:`d2lrnn.models.native.Na
 from .. import checks, ops
 from ..backends import checked_indices, checked_lengths
 from ..errors import ArgumentError
+from ..keys import device_key, from_d2lrnn
 from ..models.native import NativeLayer
 from ..models.stack import RecurrentStack
 
@@ -113,6 +114,15 @@ def _kind(layer):
     return "concise" if isinstance(layer, NativeLayer) else "scratch"
 
 
+def _part_key(part):
+    """``compile_key`` of the encoder's or decoder's: its class, layer, sizes and device; None for the
+    reader's own code."""
+    layer = part.rnn.compile_key()
+    if layer is None or not from_d2lrnn(part) or "forward" in vars(part):
+        return None
+    return (type(part), layer, part.vocab_size, part.embed_size, device_key(part.device))
+
+
 class Seq2SeqEncoder(Encoder):
     """The RNN encoder: an embedding, then ``num_layers`` recurrent layers of ``cell`` (the GRU).
 
@@ -138,6 +148,10 @@ class Seq2SeqEncoder(Encoder):
 
     def checked(self, X, *args):
         return (checked_indices("X", X, self.vocab_size, "the source vocabulary"), *args)
+
+    def compile_key(self):
+        """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``)."""
+        return _part_key(self)
 
     def forward(self, params, X, *args, training=False):
         X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
@@ -175,6 +189,10 @@ class Seq2SeqDecoder(Decoder):
 
     def checked(self, X, *args):
         return (checked_indices("X", X, self.vocab_size, "the target vocabulary"), *args)
+
+    def compile_key(self):
+        """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``)."""
+        return _part_key(self)
 
     def forward(self, params, X, state, training=False):
         context, rnn_state = state[0], tuple(state[1:])
@@ -265,6 +283,19 @@ class EncoderDecoder(_Module):
     def forward(self, params, enc_X, dec_X, *args, training=False):
         state = self.encode(params, enc_X, *args, training=training)
         return self.decode(params, dec_X, state, training=training)
+
+    def compile_key(self):
+        """What :meth:`forward`, :meth:`encode` and :meth:`decode` compute besides their arguments
+        (``ops.compile``'s ``key``): the encoder's and the decoder's; None where either is the reader's."""
+        parts = [getattr(part, "compile_key", lambda: None)() for part in (self.encoder, self.decoder)]
+        if None in parts or not from_d2lrnn(self) or vars(self).keys() & {"forward", "encode", "decode"}:
+            return None
+        return (type(self), *parts)
+
+    @property
+    def draws_dropout(self):
+        """Whether training draws dropout masks (between the recurrent layers)."""
+        return any(getattr(getattr(part, "rnn", None), "dropout", 1) for part in (self.encoder, self.decoder))
 
     @property
     def kind(self):

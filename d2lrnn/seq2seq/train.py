@@ -51,6 +51,25 @@ def seq2seq_objective(net, bos, training=True, summed=False, label_smoothing=0.0
     return objective
 
 
+def seq2seq_objective_key(net, bos, training=True, summed=False, label_smoothing=0.0):
+    """``ops.compile``'s key for :func:`seq2seq_objective` of these arguments; None for the reader's model,
+    or where training draws dropout masks of the framework's (as :func:`d2lrnn.lm.train.lm_objective_key`)."""
+    model_key = getattr(net, "compile_key", None)
+    model_key = model_key() if callable(model_key) else None
+    if model_key is None or (training and getattr(net, "draws_dropout", True)):
+        return None
+    return ("seq2seq", model_key, int(bos), bool(training), bool(summed), float(label_smoothing))
+
+
+def make_eval_step(net, tgt_vocab, summed=False):
+    """The compiled loss of ``net`` without dropout (validation): ``(params, X, X_valid_len, Y, Y_valid_len)
+    -> (loss, ())``."""
+    bos = tgt_vocab["<bos>"]
+    key = seq2seq_objective_key(net, bos, training=False, summed=summed)
+    return ops.compile(seq2seq_objective(net, bos, training=False, summed=summed),
+                       key=None if key is None else ("eval", key))
+
+
 def batch_total(loss, tokens, summed=False):
     """A batch's objective (a float) as a sum over its ``tokens`` target tokens, for the mean per token over
     an epoch (the book's sum of sentence losses, ``summed``, is such a sum already)."""
@@ -65,8 +84,10 @@ def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", s
     its weight eps in [0, 1) (see :func:`seq2seq_objective`)."""
     optimizer = get_optimizer(optimizer, checks.positive_number("lr", lr, " (the learning rate, e.g. 0.005)"))
     label_smoothing = check_label_smoothing(label_smoothing)
-    objective = seq2seq_objective(net, tgt_vocab["<bos>"], summed=summed, label_smoothing=label_smoothing)
-    return Updater(net.params, objective, optimizer, clip, schedule, model_device(net, device))
+    bos = tgt_vocab["<bos>"]
+    objective = seq2seq_objective(net, bos, summed=summed, label_smoothing=label_smoothing)
+    key = seq2seq_objective_key(net, bos, summed=summed, label_smoothing=label_smoothing)
+    return Updater(net.params, objective, optimizer, clip, schedule, model_device(net, device), key=key)
 
 
 def check_label_smoothing(label_smoothing):
@@ -82,7 +103,7 @@ def target_tokens(Y_valid_len):
 def evaluate_loss(net, data_iter, tgt_vocab, step=None, summed=False, device=None):
     """The loss per valid target token of ``net`` on ``data_iter`` (teacher forcing, no dropout)."""
     device = model_device(net, device)
-    step = step or ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed))
+    step = step or make_eval_step(net, tgt_vocab, summed)
     metric = Accumulator(2)
     with quiet_numerics():
         for batch in data_iter:
@@ -213,9 +234,8 @@ def train_encoder_decoder(net, data_iter, lr, num_epochs, tgt_vocab, device=None
     device = model_device(net, device)
     step = updater or make_seq2seq_updater(net, tgt_vocab, lr, clip, optimizer, device=device, summed=summed,
                                            label_smoothing=label_smoothing)
-    eval_step = ops.compile(seq2seq_objective(net, tgt_vocab["<bos>"], training=False, summed=summed)) \
-        if val_iter else None
-    task = EncoderDecoderTask(tgt_vocab, val_iter, eval_step, bleu_every, summed, device)
+    validation = make_eval_step(net, tgt_vocab, summed) if val_iter else None
+    task = EncoderDecoderTask(tgt_vocab, val_iter, validation, bleu_every, summed, device)
     return fit(net, data_iter, step, task, num_epochs, history=history, progress=progress, plot=plot,
                on_epoch=on_epoch, time_budget=time_budget)
 

@@ -7,7 +7,8 @@ import d2lrnn as d2l
 import d2lrnn.lm.train
 from d2lrnn import ops
 from d2lrnn.seq2seq import make_seq2seq
-from d2lrnn.seq2seq.train import make_seq2seq_updater
+from d2lrnn.seq2seq.decode import _Steps, greedy_search
+from d2lrnn.seq2seq.train import make_eval_step, make_seq2seq_updater
 
 COMPILERS = ("tensorflow", "jax")  # the backends whose compile builds a program (tf.function, jax.jit)
 
@@ -101,3 +102,40 @@ def test_models_of_one_structure_share_their_compiled_steps(backend, no_shared_p
     assert programs == {"first": [1, 1], "again": [0, 0], "wider": [1, 1], "readers": [1, 1],
                         "readers again": [1, 1], "subclass": [1, 1], "dropout": [1, 1],
                         "dropout again": [1, 0]}
+
+
+def test_encoder_decoders_of_one_structure_share_their_compiled_steps(backend, no_shared_programs):
+    """As for the language models: a second encoder-decoder of the first one's structure trains, is
+    evaluated and (on JAX, which compiles the searches' steps) translates on the first one's programs,
+    with the same numbers; one with dropout between its layers (the book's) trains on a step of its own."""
+    d2l.manual_seed(0)
+    pairs, src_vocab, tgt_vocab = d2l.load_data_nmt(8, 6, num_examples=16)
+    batch = next(iter(pairs))
+    bos, eos = tgt_vocab["<bos>"], tgt_vocab["<eos>"]
+
+    def run(dropout):
+        d2l.manual_seed(0)
+        net = make_seq2seq(len(src_vocab), len(tgt_vocab), 4, 4, 2, dropout)
+        updater, evaluate = make_seq2seq_updater(net, tgt_vocab), make_eval_step(net, tgt_vocab)
+        params, losses = net.params, []
+        for _ in range(2):
+            loss, params, _ = updater(params, *batch)
+            losses.append(float(ops.to_numpy(loss)))
+        net.params = params
+        losses.append(float(ops.to_numpy(evaluate(params, *batch)[0])))
+        tokens = greedy_search(net, batch[0], batch[1], bos, eos, 4)
+        steps = [updater._step, evaluate, _Steps.of(net).decode]
+        return losses, tokens, [getattr(f, "compilations", lambda: None)() for f in steps]
+
+    runs = {"first": run(0.0), "again": run(0.0), "dropout": run(0.5), "dropout again": run(0.5)}
+    assert runs["again"][:2] == runs["first"][:2]
+    assert runs["dropout again"][:2] == runs["dropout"][:2]
+    programs = {name: made for name, (_, _, made) in runs.items()}
+    if backend not in COMPILERS:
+        assert all(made == [None, None, None] for made in programs.values())
+        return
+    decoding = 1 if backend == "jax" else None  # TensorFlow runs the searches' steps eagerly
+    shared = 0 if backend == "jax" else None
+    # [training step, evaluation step, the searches' decoder step]; evaluating and decoding draw no masks
+    assert programs == {"first": [1, 1, decoding], "again": [0, 0, shared], "dropout": [1, 1, decoding],
+                        "dropout again": [1, 0, shared]}
