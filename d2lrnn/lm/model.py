@@ -162,8 +162,10 @@ class _LayerModel(_LanguageModel):
 
     @property
     def draws_dropout(self):
-        """Whether training draws dropout masks (of its own, or of the framework's layer)."""
-        return bool(self.input_dropout or self.output_dropout or self.layer.dropout)
+        """Whether training draws dropout masks with the framework's generator (locked dropout's masks are
+        the step's inputs, drawn from NumPy's)."""
+        rates = (self.input_dropout, self.output_dropout, self.layer.dropout)
+        return not self.locked_dropout and any(rates)
 
     def config(self):
         """The settings that rebuild this model (see :func:`d2lrnn.models.make_model`)."""
