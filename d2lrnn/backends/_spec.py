@@ -315,9 +315,9 @@ def compile(fn, calls="many", key=None):
     ``key`` (hashable) says that ``fn`` computes the same function of its arguments as every other
     function compiled with an equal key: where compiling traces (TensorFlow, JAX), their calls share
     the programs traced so far instead of tracing them again (``compilations()`` counts those this
-    function's own calls made). The key must name everything ``fn`` reads besides its arguments, and
-    ``fn`` must draw no random numbers of the framework's own (those of a shared program continue
-    from where another caller's calls left them, not from the seed).
+    function's own calls made). The key must name everything ``fn`` reads besides its arguments.
+    Dropout in a shared program draws what it would draw in a program of its own: from the generator
+    ``manual_seed`` seeds, whichever function traced it.
     """
 
 

@@ -565,17 +565,42 @@ def in_place_hooks():
     return _IN_PLACE_HOOKS
 
 
+#: Where dropout's random numbers come from: a generator of d2lrnn's own, which ``manual_seed`` resets, not
+#: TensorFlow's global seed. ``tf.random.set_seed`` clears every kernel TensorFlow keeps, so the next call
+#: of each compiled step instantiated its program again (0.4 s for a GRU's training step), and the random
+#: kernels of a program traced before it, whose streams it restarts, are the program's own: a program
+#: shared by models of one structure (``compile(..., key=)``) draws from this one generator instead.
+_dropout_seeds = None
+_dropout_seed = 0  # what the generator starts from when it is made
+
+
+def _dropout_generator():
+    # Made at its first use, not at import: TensorFlow's thread settings (``set_num_threads``) can change
+    # only until it first runs an operation. Outside any trace (a variable made inside one would be the
+    # trace's); a compiled step makes it before its first call.
+    global _dropout_seeds
+    if _dropout_seeds is None:
+        with tf.init_scope():
+            _dropout_seeds = tf.random.Generator.from_seed(_dropout_seed)
+    return _dropout_seeds
+
+
 def dropout(x, p):
-    return tf.nn.dropout(x, rate=p)
+    # The mask from a stateless draw whose seed comes from the generator (a variable: a compiled step reads
+    # and advances it at each call).
+    return tf.nn.experimental.stateless_dropout(x, rate=p, seed=_dropout_generator().make_seeds(1)[:, 0])
 
 
 # -- randomness, gradients, compilation, devices --------------------------------------------
 
 
 def manual_seed(seed):
-    # Seed the shared NumPy generator and TensorFlow's own (used by dropout).
+    # Seed the shared NumPy generator and dropout's (``_dropout_seeds``, if made yet).
+    global _dropout_seed
     _common.seed(seed)
-    tf.random.set_seed(int(seed))
+    _dropout_seed = int(seed)
+    if _dropout_seeds is not None:
+        _dropout_seeds.reset_from_seed(_dropout_seed)
 
 
 def detach(x):
@@ -665,6 +690,7 @@ def _compile_one(fn, calls):
 
     def step(*args):
         nonlocal eager
+        _dropout_generator()  # made before any trace: a variable made inside one makes it trace twice
         if not eager:
             try:
                 return graph(*args)

@@ -160,13 +160,6 @@ class _LayerModel(_LanguageModel):
         return (type(self), layer, self.vocab_size, self.input_dropout, self.output_dropout,
                 self.locked_dropout, self.weight_drop, device_key(self.device))
 
-    @property
-    def draws_dropout(self):
-        """Whether training draws dropout masks with the framework's generator (locked dropout's masks are
-        the step's inputs, drawn from NumPy's)."""
-        rates = (self.input_dropout, self.output_dropout, self.layer.dropout)
-        return not self.locked_dropout and any(rates)
-
     def config(self):
         """The settings that rebuild this model (see :func:`d2lrnn.models.make_model`)."""
         layer = self.layer
@@ -289,8 +282,6 @@ class RNNModelScratch(_LanguageModel):
         if not (from_d2lrnn(self) and from_d2lrnn(self.forward_fn)) or "forward" in vars(self):
             return None
         return (type(self), self.forward_fn, self.vocab_size, device_key(self.device))
-
-    draws_dropout = False
 
     def config(self):
         """The settings that rebuild this model, if it is built from d2lrnn's own functions."""

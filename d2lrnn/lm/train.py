@@ -86,14 +86,11 @@ def lm_objective(net, loss, training, truncation=None):
 
 def lm_objective_key(net, loss=lm_loss, training=True, truncation=None):
     """``ops.compile``'s key for :func:`lm_objective` of these arguments: the model's, the loss and the
-    truncation; None where one of them is the reader's own, or where training draws dropout masks of the
-    framework's (a shared program would continue another model's random numbers, not the seed's)."""
+    truncation; None where one of them is the reader's own."""
     model_key = getattr(net, "compile_key", None)
     model_key = model_key() if callable(model_key) else None
     truncation_key = settings_key(get_truncation(truncation))
     if model_key is None or truncation_key is None or not from_d2lrnn(loss):
-        return None
-    if training and getattr(net, "draws_dropout", True):
         return None
     return ("lm", model_key, loss, bool(training), truncation_key)
 

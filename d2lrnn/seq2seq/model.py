@@ -293,11 +293,6 @@ class EncoderDecoder(_Module):
         return (type(self), *parts)
 
     @property
-    def draws_dropout(self):
-        """Whether training draws dropout masks (between the recurrent layers)."""
-        return any(getattr(getattr(part, "rnn", None), "dropout", 1) for part in (self.encoder, self.decoder))
-
-    @property
     def kind(self):
         return getattr(self.encoder, "kind", "custom")
 

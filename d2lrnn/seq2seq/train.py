@@ -52,11 +52,10 @@ def seq2seq_objective(net, bos, training=True, summed=False, label_smoothing=0.0
 
 
 def seq2seq_objective_key(net, bos, training=True, summed=False, label_smoothing=0.0):
-    """``ops.compile``'s key for :func:`seq2seq_objective` of these arguments; None for the reader's model,
-    or where training draws dropout masks of the framework's (as :func:`d2lrnn.lm.train.lm_objective_key`)."""
+    """``ops.compile``'s key for :func:`seq2seq_objective` of these arguments; None for the reader's model."""
     model_key = getattr(net, "compile_key", None)
     model_key = model_key() if callable(model_key) else None
-    if model_key is None or (training and getattr(net, "draws_dropout", True)):
+    if model_key is None:
         return None
     return ("seq2seq", model_key, int(bos), bool(training), bool(summed), float(label_smoothing))
 

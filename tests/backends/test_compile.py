@@ -61,9 +61,9 @@ class _ReadersModel(d2l.StackedRNNModelScratch):
 
 def test_models_of_one_structure_share_their_compiled_steps(backend, no_shared_programs):
     """A model of an earlier one's structure (a notebook's training cell run again, a resumed run) trains and
-    is evaluated on the programs the earlier one's steps made: none traced again, the same numbers. Another
-    structure, a reader's forward function or subclass, and a model that draws dropout masks in training
-    (a shared program would go on with another model's random numbers) get programs of their own."""
+    is evaluated on the programs the earlier one's steps made: none traced again, the same numbers, dropout
+    masks included (drawn from the seeded generator whichever model traced the program). Another structure,
+    a reader's forward function or subclass get programs of their own."""
     d2l.manual_seed(0)
     train_iter, vocab = d2l.load_data_time_machine(4, 5, max_tokens=200)
     X, Y = next(iter(train_iter))
@@ -92,22 +92,22 @@ def test_models_of_one_structure_share_their_compiled_steps(backend, no_shared_p
             "dropout": run(gru(num_layers=2, dropout=0.5)),
             "dropout again": run(gru(num_layers=2, dropout=0.5))}
     assert runs["again"][0] == runs["first"][0]  # the same numbers from the shared programs
+    assert runs["dropout again"][0] == runs["dropout"][0]  # the same masks too
     for name in ("readers", "readers again", "subclass"):  # the book's GRU, computed alike
         np.testing.assert_allclose(runs[name][0], runs["first"][0], rtol=1e-5)
     programs = {name: made for name, (_, made) in runs.items()}
     if backend not in COMPILERS:
         assert all(made == [None, None] for made in programs.values())
         return
-    # [training step, evaluation step]: evaluating draws no masks, so the second dropout model's is shared
     assert programs == {"first": [1, 1], "again": [0, 0], "wider": [1, 1], "readers": [1, 1],
                         "readers again": [1, 1], "subclass": [1, 1], "dropout": [1, 1],
-                        "dropout again": [1, 0]}
+                        "dropout again": [0, 0]}  # [training step, evaluation step]
 
 
 def test_encoder_decoders_of_one_structure_share_their_compiled_steps(backend, no_shared_programs):
-    """As for the language models: a second encoder-decoder of the first one's structure trains, is
-    evaluated and (on JAX, which compiles the searches' steps) translates on the first one's programs,
-    with the same numbers; one with dropout between its layers (the book's) trains on a step of its own."""
+    """As for the language models: a second encoder-decoder of the first one's structure, with dropout
+    between its layers (the book's) or without, trains, is evaluated and (on JAX, which compiles the
+    searches' steps) translates on the first one's programs, with the same numbers."""
     d2l.manual_seed(0)
     pairs, src_vocab, tgt_vocab = d2l.load_data_nmt(8, 6, num_examples=16)
     batch = next(iter(pairs))
@@ -136,6 +136,6 @@ def test_encoder_decoders_of_one_structure_share_their_compiled_steps(backend, n
         return
     decoding = 1 if backend == "jax" else None  # TensorFlow runs the searches' steps eagerly
     shared = 0 if backend == "jax" else None
-    # [training step, evaluation step, the searches' decoder step]; evaluating and decoding draw no masks
+    # [training step, evaluation step, the searches' decoder step]
     assert programs == {"first": [1, 1, decoding], "again": [0, 0, shared], "dropout": [1, 1, decoding],
-                        "dropout again": [1, 0, shared]}
+                        "dropout again": [0, 0, shared]}
