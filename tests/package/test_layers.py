@@ -4,7 +4,7 @@ same face with the backend in the import line), and no chain of imports comes ba
 
 The layers, bottom up (units in parentheses may import each other; the others of a layer may not)::
 
-    (errors, checks, _version)        what every layer may use
+    (errors, checks, keys, _version)  what every layer may use
     (backends, ops)                   the shim: one module per framework, the contract declared once
     data | models                     corpora and iterators; cells, the stacker, native-layer adapters
     training                          one loop with hooks, optimizers, checkpoints, run folders
@@ -25,7 +25,7 @@ import d2lrnn
 pytestmark = pytest.mark.once
 
 PACKAGE = pathlib.Path(d2lrnn.__file__).resolve().parent
-LAYERS = [[("errors", "checks", "_version")], [("backends", "ops")], [("data",), ("models",)],
+LAYERS = [[("errors", "checks", "keys", "_version")], [("backends", "ops")], [("data",), ("models",)],
           [("training",)], [("lm",), ("seq2seq",)], [("book",), ("cli",)]]
 LEVEL = {unit: level for level, groups in enumerate(LAYERS) for group in groups for unit in group}
 GROUP = {unit: group for groups in LAYERS for group in groups for unit in group}
