@@ -16,6 +16,23 @@ def from_d2lrnn(obj):
     return isinstance(module, str) and module.startswith("d2lrnn.")
 
 
+def own(obj, methods=("forward",)):
+    """Whether ``obj`` is an object of one of d2lrnn's classes whose ``methods`` no instance attribute
+    replaces: only then do its settings say what it computes."""
+    return from_d2lrnn(obj) and not vars(obj).keys() & set(methods)
+
+
+def key_of(obj):
+    """``obj.compile_key()`` where it has one (d2lrnn's models), else None."""
+    method = getattr(obj, "compile_key", None)
+    return method() if callable(method) else None
+
+
+def tagged(tag, key):
+    """``(tag, key)``, a key for another function of the same object; None where ``key`` is None."""
+    return None if key is None else (tag, key)
+
+
 def device_key(device):
     """A device (None, a framework's device object or name) as part of a key."""
     return None if device is None else (type(device).__name__, str(device))

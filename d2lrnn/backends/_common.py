@@ -207,7 +207,6 @@ MALLOC_TRIM_THRESHOLD = 256 << 20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameter numbers (malloc.h)
 
 
-@functools.lru_cache(maxsize=1)
 class SharedPrograms:
     """``compile(fn, calls, key)`` for a backend that traces (``compile_one(fn, calls)``): one compiled
     function per ``(calls, key)``, shared by every ``fn`` compiled with that key.
@@ -261,6 +260,7 @@ class SharedPrograms:
         return call
 
 
+@functools.lru_cache(maxsize=1)
 def keep_freed_memory():
     """Let glibc's malloc reuse freed blocks of up to 32 MB instead of returning them to the OS.
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import checks, ops
 from ..errors import ArgumentError
+from ..keys import tagged
 from ..training.loop import model_device
 from .model import _LanguageModel
 
@@ -74,9 +75,8 @@ def _compiled_forward(net, steps, calls):
     step = steps.get(net)
     if step is None:
         model = weakref.ref(net)  # the compiled function must not keep its model alive
-        key = net.compile_key()  # models of one structure share their programs
         compiled = ops.compile(lambda params, X, state: model().forward(params, X, state), calls=calls,
-                               key=None if key is None else ("forward", key))
+                               key=tagged("forward", net.compile_key()))  # shared by models of one structure
 
         def step(X, state):
             return compiled(model().params, X, state)

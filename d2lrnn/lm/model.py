@@ -20,7 +20,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import checked_indices, generator
 from ..errors import ArgumentError
-from ..keys import device_key, from_d2lrnn
+from ..keys import device_key, from_d2lrnn, own
 from ..models import NativeLayer, RecurrentStack, get_cell, rnn_layer
 from ..models.native import LOCKED_BETWEEN_NATIVE
 from ..models.rnn import get_params, init_rnn_state, output_layer, output_params, rnn
@@ -155,7 +155,7 @@ class _LayerModel(_LanguageModel):
         """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``): the class, the
         layer's key, every setting and the device; None for a reader's subclass or layer."""
         layer = self.layer.compile_key()
-        if layer is None or not from_d2lrnn(self) or "forward" in vars(self):
+        if layer is None or not own(self):
             return None
         return (type(self), layer, self.vocab_size, self.input_dropout, self.output_dropout,
                 self.locked_dropout, self.weight_drop, device_key(self.device))
@@ -279,7 +279,7 @@ class RNNModelScratch(_LanguageModel):
     def compile_key(self):
         """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``), where the forward
         function is one of d2lrnn's: it, the vocabulary size and the device; None for the reader's own."""
-        if not (from_d2lrnn(self) and from_d2lrnn(self.forward_fn)) or "forward" in vars(self):
+        if not (own(self) and from_d2lrnn(self.forward_fn)):
             return None
         return (type(self), self.forward_fn, self.vocab_size, device_key(self.device))
 

@@ -17,7 +17,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import backend_name, checked_indices, generator
 from ..errors import ArgumentError, DataError
-from ..keys import from_d2lrnn, settings_key
+from ..keys import from_d2lrnn, key_of, settings_key, tagged
 from ..training import step as training_step
 from ..training.guard import DIVERGENCE_FACTOR, DivergenceGuard, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, model_device, placed, run_epoch
@@ -87,8 +87,7 @@ def lm_objective(net, loss, training, truncation=None):
 def lm_objective_key(net, loss=lm_loss, training=True, truncation=None):
     """``ops.compile``'s key for :func:`lm_objective` of these arguments: the model's, the loss and the
     truncation; None where one of them is the reader's own."""
-    model_key = getattr(net, "compile_key", None)
-    model_key = model_key() if callable(model_key) else None
+    model_key = key_of(net)
     truncation_key = settings_key(get_truncation(truncation))
     if model_key is None or truncation_key is None or not from_d2lrnn(loss):
         return None
@@ -149,8 +148,8 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=
 
 def make_eval_step(net, loss=lm_loss):
     """A compiled step ``(params, X, Y, state) -> (loss, new_state)`` without gradients."""
-    key = lm_objective_key(net, loss, training=False)
-    return ops.compile(lm_objective(net, loss, training=False), key=None if key is None else ("eval", key))
+    return ops.compile(lm_objective(net, loss, training=False),
+                       key=tagged("eval", lm_objective_key(net, loss, training=False)))
 
 
 def state_for(net, X, state, device, reset=False):

@@ -16,7 +16,7 @@ layers above. The state is a flat tuple: for each layer, for each direction, the
 
 from .. import checks, ops
 from ..errors import ArgumentError
-from ..keys import from_d2lrnn
+from ..keys import own
 from .cells import get_cell
 
 
@@ -59,7 +59,7 @@ class RecurrentStack:
     def compile_key(self):
         """What :meth:`forward` computes besides its arguments (``ops.compile``'s ``key``): the cell and every
         setting; None for a reader's subclass."""
-        if not from_d2lrnn(self) or "forward" in vars(self):
+        if not own(self):
             return None
         return (type(self), self.cell.name, self.cell.reset_after, self.num_inputs, self.num_hiddens,
                 self.num_layers, self.bidirectional, self.dropout)

@@ -27,6 +27,7 @@ from .. import checks, ops
 from ..backends import checked_index, checked_indices, checked_lengths, checked_tensor
 from ..data.translation import build_array_nmt_numpy, preprocess_nmt
 from ..errors import ArgumentError
+from ..keys import tagged
 from ..training.loop import model_device
 from .model import EncoderDecoder
 
@@ -73,8 +74,8 @@ class _Steps:
             return model().decode(params, dec_X, state)
 
         key = model().compile_key() if compiled else None  # models of one structure share their programs
-        self.encode, self.decode = (ops.compile(encode, calls="few", key=key and ("encode", key)),
-                                    ops.compile(decode, calls="few", key=key and ("decode", key))) \
+        self.encode, self.decode = (ops.compile(encode, calls="few", key=tagged("encode", key)),
+                                    ops.compile(decode, calls="few", key=tagged("decode", key))) \
             if compiled else (encode, decode)
 
     @classmethod

@@ -24,7 +24,7 @@ cell from scratch) or the framework's own layer (:class:`d2lrnn.models.native.Na
 from .. import checks, ops
 from ..backends import checked_indices, checked_lengths
 from ..errors import ArgumentError
-from ..keys import device_key, from_d2lrnn
+from ..keys import device_key, key_of, own
 from ..models.native import NativeLayer
 from ..models.stack import RecurrentStack
 
@@ -118,7 +118,7 @@ def _part_key(part):
     """``compile_key`` of the encoder's or decoder's: its class, layer, sizes and device; None for the
     reader's own code."""
     layer = part.rnn.compile_key()
-    if layer is None or not from_d2lrnn(part) or "forward" in vars(part):
+    if layer is None or not own(part):
         return None
     return (type(part), layer, part.vocab_size, part.embed_size, device_key(part.device))
 
@@ -287,8 +287,8 @@ class EncoderDecoder(_Module):
     def compile_key(self):
         """What :meth:`forward`, :meth:`encode` and :meth:`decode` compute besides their arguments
         (``ops.compile``'s ``key``): the encoder's and the decoder's; None where either is the reader's."""
-        parts = [getattr(part, "compile_key", lambda: None)() for part in (self.encoder, self.decoder)]
-        if None in parts or not from_d2lrnn(self) or vars(self).keys() & {"forward", "encode", "decode"}:
+        parts = [key_of(self.encoder), key_of(self.decoder)]
+        if None in parts or not own(self, ("forward", "encode", "decode")):
             return None
         return (type(self), *parts)
 

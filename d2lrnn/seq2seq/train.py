@@ -15,6 +15,7 @@ import numpy as np
 from .. import checks, ops
 from ..backends import backend_name, checked_indices, checked_lengths
 from ..errors import DataError
+from ..keys import key_of, tagged
 from ..training.guard import DIVERGENCE_FACTOR, blown_up_loss, quiet_numerics
 from ..training.loop import Task, fit, model_device, placed
 from ..training.metrics import Accumulator
@@ -53,8 +54,7 @@ def seq2seq_objective(net, bos, training=True, summed=False, label_smoothing=0.0
 
 def seq2seq_objective_key(net, bos, training=True, summed=False, label_smoothing=0.0):
     """``ops.compile``'s key for :func:`seq2seq_objective` of these arguments; None for the reader's model."""
-    model_key = getattr(net, "compile_key", None)
-    model_key = model_key() if callable(model_key) else None
+    model_key = key_of(net)
     if model_key is None:
         return None
     return ("seq2seq", model_key, int(bos), bool(training), bool(summed), float(label_smoothing))
@@ -64,9 +64,8 @@ def make_eval_step(net, tgt_vocab, summed=False):
     """The compiled loss of ``net`` without dropout (validation): ``(params, X, X_valid_len, Y, Y_valid_len)
     -> (loss, ())``."""
     bos = tgt_vocab["<bos>"]
-    key = seq2seq_objective_key(net, bos, training=False, summed=summed)
     return ops.compile(seq2seq_objective(net, bos, training=False, summed=summed),
-                       key=None if key is None else ("eval", key))
+                       key=tagged("eval", seq2seq_objective_key(net, bos, training=False, summed=summed)))
 
 
 def batch_total(loss, tokens, summed=False):
