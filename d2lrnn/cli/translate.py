@@ -42,9 +42,11 @@ from .saving import png_writer
 
 #: The settings of a translation run (``d2lrnn translate-train``), their defaults, and what ``--resume``
 #: restores. ``pairs`` None: the bundled English-French pairs; ``num_examples`` None: all of them;
-#: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer).
+#: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer), ``embed_dropout``
+#: on the embedded words, ``output_dropout`` on the decoder's states before its output layer.
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
-                      "dropout": 0.2, "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
+                      "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "batch_size": 64,
+                      "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "clip": 1.0, "label_smoothing": 0.0, "epochs": 30,
                       "minutes": None, "val_fraction": 0.1, "seed": 0}
 TRANSLATE_CSV_FIELDS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
@@ -55,11 +57,12 @@ REPORT_BEAM = 4
 TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "pairs": file_name, "embed_size": at_most(positive_int, MAX_HIDDEN),
                    "num_examples": positive_int,
-                   "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate}
+                   "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
+                   "embed_dropout": dropout_rate, "output_dropout": dropout_rate}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved: a run saved without them used these defaults.
-TRANSLATE_ADDED = ("label_smoothing",)
+TRANSLATE_ADDED = ("label_smoothing", "embed_dropout", "output_dropout")
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -138,7 +141,8 @@ class TranslationCommand(TrainingCommand):
     defaults, types, choices, added = TRANSLATE_DEFAULTS, TRANSLATE_TYPES, TRANSLATE_CHOICES, TRANSLATE_ADDED
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
     model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
-                      "num_layers": "num_layers", "dropout": "dropout"}
+                      "num_layers": "num_layers", "dropout": "dropout", "embed_dropout": "embed_dropout",
+                      "output_dropout": "output_dropout"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -155,6 +159,10 @@ class TranslationCommand(TrainingCommand):
         setting("--hidden", "hidden units of the encoder's and decoder's GRU layers", metavar="N")
         setting("--num-layers", "GRU layers of the encoder and of the decoder", metavar="L")
         setting("--dropout", "dropout between GRU layers while training (none with --num-layers 1)",
+                metavar="P")
+        setting("--embed-dropout", "dropout of the embedded source and target words' units while training",
+                metavar="P")
+        setting("--output-dropout", "dropout of the decoder's states before its output layer while training",
                 metavar="P")
         setting("--batch-size", "sentence pairs per minibatch", metavar="N")
         setting("--num-steps", "tokens per sentence: longer ones are cut, shorter ones padded", metavar="N")
@@ -233,7 +241,9 @@ class TranslationCommand(TrainingCommand):
     def summary(self, args, backend, data):
         epochs = f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
         budget = f", at most {args.minutes:g} minutes" if args.minutes else ""
-        dropout = f", dropout {args.dropout:g}" if args.dropout else ""
+        rates = (("dropout", args.dropout), ("embedding dropout", args.embed_dropout),
+                 ("output dropout", args.output_dropout))
+        dropout = "".join(f", {what} {p:g}" for what, p in rates if p)
         optimizer = "Adam" if args.optimizer == "adam" else "SGD"
         smoothing = f", label smoothing {args.label_smoothing:g}" if args.label_smoothing else ""
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
@@ -245,7 +255,8 @@ class TranslationCommand(TrainingCommand):
 
     def build(self, args, data):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
-                            args.num_layers, args.dropout, rnn=args.model, device=args.placement)
+                            args.num_layers, args.dropout, rnn=args.model, device=args.placement,
+                            embed_dropout=args.embed_dropout, output_dropout=args.output_dropout)
 
     def load_run(self, path, args, data, digest):
         net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, args.placement, follow_symlinks=False)

@@ -18,7 +18,7 @@ command that reads it (``d2lrnn generate``).
 from .. import checks, ops
 from ..data.translation import RESERVED
 from ..errors import CheckpointError
-from ..models.stack import RecurrentStack
+from ..models.stack import RecurrentStack, check_dropout
 from ..training import checkpoint as container
 from .model import RNN_KINDS, EncoderDecoder, make_seq2seq
 
@@ -29,14 +29,19 @@ __all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq
 MADE_BY = "d2lrnn translate-train"
 #: What ``info`` holds (see :func:`load_seq2seq_checkpoint`).
 INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "dropout", "reset_after",
-             "num_steps", "backend", "format_version", "d2lrnn_version", "hparams", "history", "resume")
+             "embed_dropout", "output_dropout", "num_steps", "backend", "format_version", "d2lrnn_version",
+             "hparams", "history", "resume")
+
+#: Model settings added within format 2: a checkpoint saved before them used these.
+ADDED_MODEL_SETTINGS = {"embed_dropout": 0.0, "output_dropout": 0.0}
 
 #: What each metadata field must be: (types, what to call it in an error).
 _META_TYPES = {
     "rnn": (str, "a model name"), "cell": (str, "a cell name"), "src_vocab_size": container.WHOLE,
     "tgt_vocab_size": container.WHOLE, "embed_size": container.WHOLE, "num_hiddens": container.WHOLE,
     "num_layers": container.WHOLE, "dropout": container.NUMBER, "reset_after": container.FLAG,
-    "num_steps": container.WHOLE, "src_vocab": (dict, "a mapping"), "tgt_vocab": (dict, "a mapping"),
+    "embed_dropout": container.NUMBER, "output_dropout": container.NUMBER, "num_steps": container.WHOLE,
+    "src_vocab": (dict, "a mapping"), "tgt_vocab": (dict, "a mapping"),
     **container.RUN_FIELDS,
 }
 _SIZES = {"src_vocab_size": checks.MAX_VOCAB, "tgt_vocab_size": checks.MAX_VOCAB,
@@ -93,6 +98,7 @@ def save_seq2seq_checkpoint(path, net, src_vocab, tgt_vocab, num_steps, hparams=
 def _check_kind(path, meta):
     kind = meta.get("kind")
     if kind == container.SEQ2SEQ_KIND:
+        meta.update({k: v for k, v in ADDED_MODEL_SETTINGS.items() if k not in meta})
         return
     if kind in ("scratch", "concise", "rnn_scratch", "rnn_concise"):
         raise CheckpointError(f"checkpoint {path} holds a language model, not a translation model: "
@@ -125,6 +131,8 @@ def _expected_shapes(path, meta):
         raise CheckpointError(f"checkpoint {path} holds a {meta['rnn']!r} translation model, which this "
                               f"d2lrnn cannot build (it knows {' and '.join(map(repr, RNN_KINDS))}): "
                               "upgrade d2lrnn")
+    for key in ADDED_MODEL_SETTINGS:  # rates no model has: refused without building one
+        check_dropout(meta[key], key)
     return parameter_shapes(meta)
 
 
@@ -163,15 +171,16 @@ def load_seq2seq_checkpoint(path, device=None, follow_symlinks=True):
 
     ``net`` is a new encoder-decoder of the saved settings holding the saved parameters; ``info``
     has the model's settings (``rnn``, ``cell``, ``embed_size``, ``num_hiddens``, ``num_layers``,
-    ``dropout``, ``reset_after``), ``num_steps``, ``backend`` (where it was saved),
-    ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (None but in a
-    run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line;
+    ``dropout``, ``reset_after``, ``embed_dropout``, ``output_dropout``), ``num_steps``, ``backend`` (where
+    it was saved), ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and ``resume`` (None
+    but in a run's ``last.npz``). Anything that is not such a checkpoint is one :class:`CheckpointError` line;
     ``follow_symlinks=False`` refuses a symbolic link (what the command line reads in a run folder).
     """
     path, meta, arrays, src_vocab, tgt_vocab = _validated(path, follow_symlinks)
     net = container.build_model(path, lambda: make_seq2seq(
         meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"], meta["num_hiddens"],
-        meta["num_layers"], meta["dropout"], meta["rnn"], meta["cell"], meta["reset_after"], device))
+        meta["num_layers"], meta["dropout"], meta["rnn"], meta["cell"], meta["reset_after"], device,
+        meta["embed_dropout"], meta["output_dropout"]))
     if list(net.param_names) != list(arrays):
         raise CheckpointError(f"checkpoint {path} names its parameters differently from this d2lrnn's "
                               "encoder-decoder: save it again with this version")

@@ -26,7 +26,7 @@ from ..backends import checked_indices, checked_lengths
 from ..errors import ArgumentError
 from ..keys import device_key, key_of, own
 from ..models.native import NativeLayer
-from ..models.stack import RecurrentStack
+from ..models.stack import RecurrentStack, check_dropout
 
 #: What the ``rnn`` argument of the encoder and decoder accepts besides a framework layer.
 RNN_KINDS = ("scratch", "concise")
@@ -110,6 +110,13 @@ class Decoder(_Module):
         raise NotImplementedError
 
 
+def embedded(embedding, X, dropout=0.0):
+    """The embeddings of the words X (batch, num_steps), time first: (num_steps, batch, embed_size), with
+    ``dropout`` (a rate; 0: none) on their units."""
+    E = ops.take(embedding, ops.transpose(X))
+    return ops.dropout(E, dropout) if dropout else E
+
+
 def _kind(layer):
     return "concise" if isinstance(layer, NativeLayer) else "scratch"
 
@@ -120,7 +127,8 @@ def _part_key(part):
     layer = part.rnn.compile_key()
     if layer is None or not own(part):
         return None
-    return (type(part), layer, part.vocab_size, part.embed_size, device_key(part.device))
+    return (type(part), layer, part.vocab_size, part.embed_size, getattr(part, "embed_dropout", 0.0),
+            getattr(part, "output_dropout", 0.0), device_key(part.device))
 
 
 class Seq2SeqEncoder(Encoder):
@@ -128,7 +136,8 @@ class Seq2SeqEncoder(Encoder):
 
     ``forward(params, X, *args)`` takes X (batch, num_steps) of token indices and returns
     ``(outputs, state)``: the last layer's states at every step (num_steps, batch, num_hiddens) and
-    the final state of every layer (a tuple). ``dropout`` acts between the layers in training.
+    the final state of every layer (a tuple). ``dropout`` acts between the layers in training,
+    ``embed_dropout`` on the embedded words (each unit of each word's embedding, a fresh mask per step).
     ``rnn`` is 'scratch' (the cell's equations, :mod:`d2lrnn.models`), 'concise' (the framework's own
     layer) or a framework layer that reads ``embed_size`` features. ``reset_after`` picks the GRU's
     form: by default the frameworks' (reset gate after the recurrent product), the form the book's
@@ -137,9 +146,10 @@ class Seq2SeqEncoder(Encoder):
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
-                 cell="gru", reset_after=None, device=None):
+                 cell="gru", reset_after=None, device=None, embed_dropout=0.0):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(src_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
+        self.embed_dropout = check_dropout(embed_dropout, "embed_dropout")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size, num_hiddens, num_layers, dropout, reset_after)
         self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
@@ -155,7 +165,7 @@ class Seq2SeqEncoder(Encoder):
 
     def forward(self, params, X, *args, training=False):
         X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
-        E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
+        E = embedded(params[0], X, self.embed_dropout if training else 0.0)
         state = self.rnn.begin_state(ops.shape(X)[0], self.device)
         return self.rnn.forward(params[1:], E, state, training)
 
@@ -167,13 +177,16 @@ class Seq2SeqDecoder(Decoder):
     kept fixed, then the encoder's final state, from which the decoder's layers start (so they have
     the encoder's ``num_hiddens`` and ``num_layers``). ``forward(params, X, state)`` takes X (batch,
     num_steps) of target indices and returns the logits (batch, num_steps, vocab_size) and the new
-    state. ``rnn``, ``cell``, ``reset_after``: as for :class:`Seq2SeqEncoder`.
+    state. ``rnn``, ``cell``, ``reset_after``, ``embed_dropout``: as for :class:`Seq2SeqEncoder`;
+    ``output_dropout`` drops units of the last layer's states before the dense layer in training.
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
-                 cell="gru", reset_after=None, device=None):
+                 cell="gru", reset_after=None, device=None, embed_dropout=0.0, output_dropout=0.0):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(tgt_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
+        self.embed_dropout = check_dropout(embed_dropout, "embed_dropout")
+        self.output_dropout = check_dropout(output_dropout, "output_dropout")
         num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
                                    reset_after)
@@ -197,12 +210,14 @@ class Seq2SeqDecoder(Decoder):
     def forward(self, params, X, state, training=False):
         context, rnn_state = state[0], tuple(state[1:])
         X = ops.to_device(X, self.device)
-        E = ops.take(params[0], ops.transpose(X))  # (num_steps, batch, embed_size)
+        E = embedded(params[0], X, self.embed_dropout if training else 0.0)
         if getattr(self.rnn, "native", None) is None:  # the cell's own recurrence
             Hs, rnn_state = self.rnn.forward(self.fold_context(params[1:-2], context), E, rnn_state, training)
         else:  # a framework layer reads [E_t, c] at every step
             C = ops.zeros((ops.shape(E)[0], 1, 1), device=self.device) + context
             Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
+        if training and self.output_dropout:
+            Hs = ops.dropout(Hs, self.output_dropout)
         O = ops.matmul(ops.transpose(Hs, (1, 0, 2)), params[-2]) + params[-1]  # (batch, num_steps, vocab)
         return O, (context,) + rnn_state
 
@@ -310,15 +325,19 @@ class EncoderDecoder(_Module):
         return {"kind": "seq2seq", "rnn": enc.kind, "cell": layer.cell.name,
                 "src_vocab_size": enc.vocab_size, "tgt_vocab_size": dec.vocab_size,
                 "embed_size": enc.embed_size, "num_hiddens": enc.num_hiddens, "num_layers": layer.num_layers,
-                "dropout": layer.dropout, "reset_after": layer.cell.reset_after}
+                "dropout": layer.dropout, "reset_after": layer.cell.reset_after,
+                "embed_dropout": enc.embed_dropout, "output_dropout": dec.output_dropout}
 
 
 def make_seq2seq(src_vocab_size, tgt_vocab_size, embed_size=32, num_hiddens=32, num_layers=2, dropout=0.1,
-                 rnn="scratch", cell="gru", reset_after=None, device=None):
+                 rnn="scratch", cell="gru", reset_after=None, device=None, embed_dropout=0.0,
+                 output_dropout=0.0):
     """The chapter's model: ``EncoderDecoder(Seq2SeqEncoder(...), Seq2SeqDecoder(...))`` (defaults: the
-    book's sizes). The encoder's parameters are drawn first, then the decoder's."""
+    book's sizes, whose only dropout is ``dropout``, between the recurrent layers). ``embed_dropout``
+    acts on the embedded words of encoder and decoder, ``output_dropout`` on the decoder's states before
+    its dense layer, both in training only. The encoder's parameters are drawn first, then the decoder's."""
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
-                             reset_after, device)
+                             reset_after, device, embed_dropout)
     decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
-                             reset_after, device)
+                             reset_after, device, embed_dropout, output_dropout)
     return EncoderDecoder(encoder, decoder)

@@ -276,9 +276,11 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
     monkeypatch.setattr(d2lrnn.training.metrics, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     scripted = iter([0.1, 0.3, 0.2])
     monkeypatch.setattr(seq2seq_train, "evaluate_bleu", lambda *args, **kwargs: next(scripted))
-    args = ["translate-train", *TINY, "--model", "concise", "--epochs", "5", "--minutes", "40"]
+    args = ["translate-train", *TINY, "--model", "concise", "--epochs", "5", "--minutes", "40",
+            "--embed-dropout", "0.1", "--output-dropout", "0.2"]
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
+    assert f"hidden units, dropout {D['dropout']:g}, embedding dropout 0.1, output dropout 0.2 | Adam" in printed
     out = tmp_path / "runs" / f"translate-{backend}-concise-1"
     assert sorted(os.listdir(out)) == RUN_FILES
     assert "stopped after epoch 3 of 5: the 40 minutes of --minutes are used" in printed
@@ -290,6 +292,8 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
     assert info["history"]["epoch"][-1] == 2 and info["rnn"] == "concise"
     assert info["num_steps"] == D["num_steps"]
     assert info["dropout"] == (D["dropout"] if D["num_layers"] > 1 else 0.0)
+    assert (info["embed_dropout"], info["output_dropout"]) == (0.1, 0.2)
+    assert (info["hparams"]["embed_dropout"], info["hparams"]["output_dropout"]) == (0.1, 0.2)
     assert cli.main(["translate-train", "--resume", str(out), "--epochs", "6"]) == 2
     assert capsys.readouterr().err == (f"d2lrnn: error: the run in {out} has already trained 50 of its 40 "
                                        "minutes: pass --minutes M with M > 50 to train it further\n")

@@ -77,7 +77,8 @@ def test_round_trip_on_the_active_backend_is_exact(rnn, vocabs, tmp_path, backen
     assert (src2, tgt2) == vocabs and tgt2.token_freqs == vocabs[1].token_freqs
     assert _translations(net2, src2, tgt2) == _translations(net, *vocabs)
     assert info == {"kind": "seq2seq", "rnn": rnn, "cell": "gru", "embed_size": 8, "num_hiddens": 16,
-                    "num_layers": 2, "dropout": 0.1, "reset_after": True, "num_steps": NUM_STEPS,
+                    "num_layers": 2, "dropout": 0.1, "reset_after": True, "embed_dropout": 0.0,
+                    "output_dropout": 0.0, "num_steps": NUM_STEPS,
                     "backend": backend, "format_version": checkpoint.FORMAT_VERSION,
                     "d2lrnn_version": d2l.__version__, "hparams": HPARAMS, "history": HISTORY, "resume": None}
     assert seq2seq_checkpoint_info(path) == info
@@ -231,12 +232,27 @@ META_CASES = [
     (_set("rnn", "transformer"), "holds a 'transformer' translation model, which this d2lrnn cannot build"),
     (_set("cell", "transformer"), "holds a model this d2lrnn cannot build .*unknown cell 'transformer'"),
     (_set("dropout", 1.5), "holds a model this d2lrnn cannot build .*dropout is 1.5"),
+    (_set("embed_dropout", 1.5), "holds a model this d2lrnn cannot build .*embed_dropout is 1.5"),
+    (_set("output_dropout", "0.2"), "its 'output_dropout' is str, not a number"),
     (_set("kind", "transformer"), "holds a 'transformer' model, not a translation model"),
     (_set("format_version", checkpoint.FORMAT_VERSION + 1), "newer than this d2lrnn reads.*upgrade d2lrnn"),
     (_without_bos, "is corrupt: its target vocabulary lacks <bos>"),
     (lambda m: m["src_vocab"]["idx_to_token"].pop(), r"its source vocabulary has \d+ tokens but the model"),
     (_set("src_vocab", {"idx_to_token": ["a", "<unk>"]}), "bad source vocabulary"),
 ]
+
+
+def test_the_dropout_rates_round_trip_and_a_checkpoint_from_before_them_has_none(vocabs, tmp_path):
+    d2l.manual_seed(0)
+    net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 8, 16, 2, 0.1, embed_dropout=0.2, output_dropout=0.3)
+    path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
+    net2, *_, info = load_seq2seq_checkpoint(path)
+    assert (info["embed_dropout"], info["output_dropout"]) == (0.2, 0.3) and net2.config() == net.config()
+
+    _rewrite(path, change_meta=lambda meta: [meta.pop(key) for key in ("embed_dropout", "output_dropout")])
+    net3, *_, info = load_seq2seq_checkpoint(path)
+    assert (info["embed_dropout"], info["output_dropout"]) == (0.0, 0.0)
+    assert (net3.config()["embed_dropout"], net3.config()["output_dropout"]) == (0.0, 0.0)
 
 
 @pytest.mark.parametrize("change, message", META_CASES)

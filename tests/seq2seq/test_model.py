@@ -172,9 +172,60 @@ def test_bad_settings_are_one_line_errors():
         Seq2SeqEncoder(V_SRC, 0, H)
     with pytest.raises(ArgumentError, match="dropout"):
         make_seq2seq(V_SRC, V_TGT, E, H, 2, dropout=1.5)
+    with pytest.raises(ArgumentError, match="embed_dropout is 1"):
+        make_seq2seq(V_SRC, V_TGT, E, H, 2, embed_dropout=1)
+    with pytest.raises(ArgumentError, match="output_dropout is -0.1"):
+        Seq2SeqDecoder(V_TGT, E, H, output_dropout=-0.1)
     net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0)
     with pytest.raises(ArgumentError, match="expected"):
         net.params = net.params[:-1]
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+def test_embedding_and_output_dropout_act_in_training_only(rng, rnn):
+    """``embed_dropout`` and ``output_dropout`` change nothing outside training; in training, output dropout
+    zeroes each unit of the decoder's states or scales it by 1 / (1 - p), seen through the dense layer."""
+    X, Y = _tokens(rng, (3, 5), V_SRC), _tokens(rng, (3, 6), V_TGT)
+    d2l.manual_seed(0)
+    plain = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, rnn=rnn)
+    d2l.manual_seed(0)
+    dropped = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, rnn=rnn, embed_dropout=0.4, output_dropout=0.5)
+    assert dropped.config()["embed_dropout"] == 0.4 and dropped.config()["output_dropout"] == 0.5
+    eval_plain, eval_dropped = ops.to_numpy(plain(X, Y)[0]), ops.to_numpy(dropped(X, Y)[0])
+    np.testing.assert_array_equal(eval_dropped, eval_plain)
+    assert not np.allclose(ops.to_numpy(dropped.forward(dropped.params, X, Y, training=True)[0]), eval_plain)
+    enc_params, _ = dropped.split(dropped.params)
+    enc_eval = ops.to_numpy(dropped.encoder.forward(enc_params, X)[0])
+    assert not np.allclose(ops.to_numpy(dropped.encoder.forward(enc_params, X, training=True)[0]), enc_eval)
+
+    p, hidden = 0.5, V_TGT - 4  # fewer states than logits: the dense layer's map from states is one to one
+    d2l.manual_seed(0)
+    net = make_seq2seq(V_SRC, V_TGT, E, hidden, 2, 0.0, rnn=rnn, output_dropout=p)
+    state = net.encode(net.params, X)
+    (logits, _), W_hq, b_q = net.decode(net.params, Y, state, training=True), *net.params[-2:]
+    # the decoder's last-layer states S: the recurrence is the same in training (no other dropout)
+    S = ops.to_numpy(net.decoder.rnn.forward(net.decoder.fold_context(net.decoder.params[1:-2], state[0])
+                                             if rnn == "scratch" else net.decoder.params[1:-2],
+                                             _decoder_inputs(net, Y, state), tuple(state[1:]))[0])
+    S = np.transpose(S, (1, 0, 2))  # (batch, steps, H)
+    # the states the dense layer saw: S_dropped W_hq = logits - b_q, solved exactly (W_hq has full row rank)
+    W, b = ops.to_numpy(W_hq).astype(np.float64), ops.to_numpy(b_q).astype(np.float64)
+    target = ops.to_numpy(logits).astype(np.float64) - b
+    S_dropped = np.linalg.lstsq(W.T, target.reshape(-1, V_TGT).T, rcond=None)[0].T.reshape(S.shape)
+    kept = np.isclose(S_dropped, S / (1 - p), rtol=1e-3, atol=1e-4)
+    zeroed = np.isclose(S_dropped, 0.0, atol=1e-4)
+    assert np.all(kept | zeroed)
+    assert 0.3 < zeroed.mean() < 0.7  # 144 units, each dropped with probability 0.5
+
+
+def _decoder_inputs(net, Y, state):
+    """What the decoder's recurrent layers read for targets Y: the embeddings (scratch: the context is folded
+    into the first layer's biases) or, for a framework layer, [embeddings, context] at every step."""
+    E_t = ops.take(net.decoder.params[0], ops.transpose(Y))
+    if net.kind == "scratch":
+        return E_t
+    C = ops.zeros((ops.shape(E_t)[0], 1, 1)) + state[0]
+    return ops.concat([E_t, C], 2)
 
 
 @pytest.mark.parametrize("rnn", ["scratch", "concise"])
