@@ -32,7 +32,8 @@ class TrainingCommand:
     ``example`` (a run folder), ``defaults`` (setting -> default), ``types`` (setting -> the argument
     type that checks it), ``choices`` (setting -> the allowed values), ``shown`` (how the help shows a
     default of None), ``renewable`` (the settings a resumed run may be given again, as new totals),
-    ``added`` (settings added after runs were first saved: a run saved without them used their defaults),
+    ``added`` (settings added after runs were first saved: ``{setting: the value a run saved without it
+    used}``, which need not be today's default),
     ``csv_fields`` (the columns of ``metrics.csv``), ``model_settings`` (the model's config keys that
     settings give: ``{key: setting}``), ``plot`` (the plot's file name) and ``help`` and
     ``description`` for the parser. The hooks below are what differs between commands.
@@ -40,7 +41,7 @@ class TrainingCommand:
 
     name = kind = what = example = out_pattern = plot = help = description = ""
     defaults, types, choices, shown = {}, {}, {}, {}
-    renewable, added, csv_fields = ("epochs",), (), ()
+    renewable, added, csv_fields = ("epochs",), {}, ()
     model_settings = {}
 
     # -- the command line ----------------------------------------------------------------------
@@ -211,7 +212,7 @@ class TrainingCommand:
         if not isinstance(epoch, int) or isinstance(epoch, bool) or not 1 <= epoch <= checks.MAX_EPOCHS:
             raise CheckpointError(f"{last} holds no resume state: it is not a run's last.npz")
         for key in self.defaults:
-            default = self.defaults[key] if key in self.added else None
+            default = self.added.get(key)
             value = self.saved_setting(last, key, saved.get(key, default))
             given = getattr(args, key)
             if self.names_a_file(key, value):

@@ -174,7 +174,8 @@ class LanguageModelCommand(TrainingCommand):
     name, kind, what = "train", "lm", "a language model"
     example, out_pattern = "runs/timemachine-numpy-scratch-1", "runs/<corpus>-<backend>-<model>-<N>"
     plot, csv_fields = "perplexity.png", CSV_FIELDS
-    defaults, types, choices, added = TRAIN_DEFAULTS, SETTING_TYPES, SETTING_CHOICES, ADDED_SETTINGS
+    defaults, types, choices = TRAIN_DEFAULTS, SETTING_TYPES, SETTING_CHOICES
+    added = {key: TRAIN_DEFAULTS[key] for key in ADDED_SETTINGS}  # their defaults have not changed since
     model_settings = {"kind": "model", "cell": "cell", "num_hiddens": "hidden", "num_layers": "num_layers",
                       "dropout": "dropout", "input_dropout": "input_dropout",
                       "output_dropout": "output_dropout", "locked_dropout": "locked_dropout",

@@ -61,8 +61,8 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "embed_dropout": dropout_rate, "output_dropout": dropout_rate}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
-#: Settings added after runs were first saved: a run saved without them used these defaults.
-TRANSLATE_ADDED = ("label_smoothing", "embed_dropout", "output_dropout")
+#: Settings added after runs were first saved, and the values a run saved without them used.
+TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}

@@ -252,12 +252,17 @@ def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_
     with np.load(run / "last.npz") as data:  # the settings as a d2lrnn before --label-smoothing saved them
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
-    del meta["hparams"]["label_smoothing"]
+    for key in ("label_smoothing", "embed_dropout", "output_dropout"):  # all three came later
+        del meta["hparams"][key]
+    del meta["embed_dropout"], meta["output_dropout"]
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     code, printed = _main(["translate-train", "--resume", str(run), "--epochs", "2", "--no-progress"])
     assert code == 0 and weights == [0.2, 0.0] and "label smoothing" not in printed
-    assert seq2seq_checkpoint_info(run / "last.npz")["hparams"]["label_smoothing"] == 0.0
+    assert "embedding dropout" not in printed and "output dropout" not in printed
+    info = seq2seq_checkpoint_info(run / "last.npz")
+    assert [info["hparams"][key] for key in ("label_smoothing", "embed_dropout", "output_dropout")] == [0.0] * 3
+    assert (info["embed_dropout"], info["output_dropout"]) == (0.0, 0.0)
 
 
 def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkeypatch, backend, capsys):
