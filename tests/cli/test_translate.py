@@ -261,7 +261,8 @@ def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_
     assert code == 0 and weights == [0.2, 0.0] and "label smoothing" not in printed
     assert "embedding dropout" not in printed and "output dropout" not in printed
     info = seq2seq_checkpoint_info(run / "last.npz")
-    assert [info["hparams"][key] for key in ("label_smoothing", "embed_dropout", "output_dropout")] == [0.0] * 3
+    added = ("label_smoothing", "embed_dropout", "output_dropout")
+    assert [info["hparams"][key] for key in added] == [0.0] * 3
     assert (info["embed_dropout"], info["output_dropout"]) == (0.0, 0.0)
 
 
