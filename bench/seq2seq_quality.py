@@ -32,9 +32,9 @@ BOOK = {"embed_size": 32, "num_hiddens": 32, "num_layers": 2, "dropout": 0.1, "b
 TARGET = 0.8
 
 
-def run_book(rnn, seed, label_smoothing=0.0):
-    """One run on the active backend: train with the book's budget (and ``label_smoothing``), score the
-    four sentences."""
+def run_book(rnn, seed, label_smoothing=0.0, embed_dropout=0.0, output_dropout=0.0):
+    """One run on the active backend: train with the book's budget (and ``label_smoothing``, and the
+    model's ``embed_dropout`` and ``output_dropout``), score the four sentences."""
     import d2lrnn as d2l
     from d2lrnn.seq2seq.train import book_bleu
 
@@ -42,7 +42,8 @@ def run_book(rnn, seed, label_smoothing=0.0):
     d2l.manual_seed(seed)
     train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(c["batch_size"], c["num_steps"], c["num_examples"])
     net = d2l.make_seq2seq(len(src_vocab), len(tgt_vocab), c["embed_size"], c["num_hiddens"],
-                           c["num_layers"], c["dropout"], rnn=rnn)
+                           c["num_layers"], c["dropout"], rnn=rnn, embed_dropout=embed_dropout,
+                           output_dropout=output_dropout)
     start = time.perf_counter()
     history = d2l.train_seq2seq(net, train_iter, c["lr"], c["epochs"], tgt_vocab, progress=False,
                                 verbose=False, plot=False, return_history=True,
@@ -50,23 +51,25 @@ def run_book(rnn, seed, label_smoothing=0.0):
     seconds = time.perf_counter() - start
     mean, preds = book_bleu(net, src_vocab, tgt_vocab, c["num_steps"])
     return {"backend": d2l.backend_name(), "rnn": rnn, "seed": seed, "label_smoothing": label_smoothing,
+            "embed_dropout": embed_dropout, "output_dropout": output_dropout,
             "loss": history["train_loss"][-1],
             "bleu": mean, "translations": preds, "seconds": seconds}
 
 
-def in_env(backend, rnn, seed, label_smoothing=0.0):
+def in_env(backend, rnn, seed, label_smoothing=0.0, dropouts=(0.0, 0.0)):
     """:func:`run_book` in a fresh process of ``backend``'s tox environment (one thread); its result."""
     python = ROOT / ".tox" / backend / "bin" / "python"
     env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
                MXNET_CPU_WORKER_NTHREADS="1", TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
     out = subprocess.run([str(python), __file__, "--child", "--rnn", rnn, "--seeds", str(seed),
-                          "--label-smoothing", str(label_smoothing)], env=env,
+                          "--label-smoothing", str(label_smoothing), "--embed-dropout", str(dropouts[0]),
+                          "--output-dropout", str(dropouts[1])], env=env,
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_all(backends, seeds, rnn, label_smoothing=0.0):
+def run_all(backends, seeds, rnn, label_smoothing=0.0, dropouts=(0.0, 0.0)):
     """Every (backend, seed), MXNet's runs in one lane and the others in a second."""
     lanes = [[(b, s) for b in backends if b == "mxnet" for s in seeds],
              [(b, s) for b in backends if b != "mxnet" for s in seeds]]
@@ -74,7 +77,7 @@ def run_all(backends, seeds, rnn, label_smoothing=0.0):
     def lane(jobs):
         results = []
         for backend, seed in jobs:
-            results.append(in_env(backend, rnn, seed, label_smoothing))
+            results.append(in_env(backend, rnn, seed, label_smoothing, dropouts))
             print(json.dumps(results[-1]), flush=True)
         return results
 
@@ -129,13 +132,19 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="train with this label smoothing (its own section in bench/RESULTS.md)")
+    parser.add_argument("--embed-dropout", type=float, default=0.0,
+                        help="the model's dropout on the embedded words (the book's: none)")
+    parser.add_argument("--output-dropout", type=float, default=0.0,
+                        help="the model's dropout before the decoder's output layer (the book's: none)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_book(args.rnn, args.seeds[0], args.label_smoothing)))
+        print(json.dumps(run_book(args.rnn, args.seeds[0], args.label_smoothing, args.embed_dropout,
+                                  args.output_dropout)))
         return
-    results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing)
+    results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing,
+                      (args.embed_dropout, args.output_dropout))
     body = report(results, args.seeds, args.rnn, args.label_smoothing)
     print(body)
     if not args.no_write:
