@@ -103,6 +103,11 @@ def _sigmoid_grad(Y, dY):
     return dY * (Y - Y * Y)
 
 
+def _candidate(A_c):
+    """C~ = tanh(x) from A_c = sigmoid(2x), the doubled candidate's activation: 2 A_c - 1."""
+    return A_c + A_c - 1.0
+
+
 def _weight_grad(H0, Hs, dG):
     """sum_t H_{t-1}^T dG_t for stored states Hs = H_1..H_T (T, B, h) and dG (T, B, n).
 
@@ -177,7 +182,7 @@ def _lstm_forward(XW, H0, C0, W_h):
         H, C = state
         A = ops.sigmoid(ops.linear(H, W_h_T, XW_t))  # sigmoid(XW_t + H W_h): the four gates at once
         I, F, O, A_c = ops.unstack(ops.reshape(A, (B, 4, h)), 1)  # noqa: E741 - the book's name
-        C = F * C + I * (A_c + A_c - 1.0)  # C~ = tanh(x) = 2 sigmoid(2x) - 1
+        C = F * C + I * _candidate(A_c)
         tanh_C = ops.tanh(C)
         H = O * tanh_C
         return (H, C), (H, A, C, tanh_C)
@@ -194,7 +199,7 @@ def _lstm_backward(residuals, dHs, dH_last, dC_last):
     # operations a step): dC_t gains dH_t O_t (1 - tanh(C_t)^2), and dG_t = [dC_t, dC_t, dH_t, dC_t] * Q_t
     # with Q_t = [C~_t, C_{t-1}, tanh(C_t), 2 I_t] A_t (1 - A_t) (the factor 2: the doubled candidate).
     dC_from_dH = ops.tanh_grad(tanh_C, O)
-    Q = ops.concat([A_c + A_c - 1.0, _shifted(C0, Cs), tanh_C, I + I], 2) * (A - A * A)
+    Q = _sigmoid_grad(A, ops.concat([_candidate(A_c), _shifted(C0, Cs), tanh_C, I + I], 2))
     W_h = ops.prepack_linear(W_h)  # used in T products below
     dH_T, dH_prev_out = _output_grads(dHs)
 
@@ -221,10 +226,14 @@ def _update_reset_gates(H, W_hzr_T, XW_zr_t):
     return ZR, Z, R
 
 
-def _split_update_reset(ZR):
-    """Z and R of every step from the stacked [Z_t, R_t] (T, B, 2h): one unstack of a (T, B, 2, h) view."""
+def _gate_factors(ZR, H_tilde, D, X):
+    """What both GRU forms' backward loops multiply by, for all steps at once: Z and R (split from the
+    stacked [Z_t, R_t] (T, B, 2h) by one unstack of a (T, B, 2, h) view), (1 - Z_t)(1 - H~_t^2), which
+    takes dH_t to dA_t, and Q_t = [D_t, X_t] [Z_t, R_t] (1 - [Z_t, R_t]), with dS_t = [dH_t, g_t] * Q_t
+    (the book's form: X_t = H_{t-1}, g_t = dRH_t; the reset-after form: X_t = N_t, g_t = dA_t)."""
     T, B, two_h = ops.shape(ZR)
-    return ops.unstack(ops.reshape(ZR, (T, B, 2, two_h // 2)), 2)
+    Z, R = ops.unstack(ops.reshape(ZR, (T, B, 2, two_h // 2)), 2)
+    return Z, R, ops.tanh_grad(H_tilde, 1.0 - Z), _sigmoid_grad(ZR, ops.concat([D, X], 2))
 
 
 def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):
@@ -245,12 +254,7 @@ def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):
 
 def _gru_backward(residuals, dHs, dH_last):
     Hs, H0, (ZR, RH, H_tilde, D), W_hzr, W_hh = residuals
-    Z, R = _split_update_reset(ZR)
-    H_prev = _shifted(H0, Hs)
-    # For all steps at once: dA_t = dH_t * (1 - Z_t)(1 - H~_t^2), and
-    # dS_t = [dH_t, dRH_t] * Q_t with Q_t = [D_t, H_{t-1}] [Z_t, R_t] (1 - [Z_t, R_t]).
-    dA_from_dH = ops.tanh_grad(H_tilde, 1.0 - Z)
-    Q = ops.concat([D, H_prev], 2) * (ZR - ZR * ZR)
+    Z, R, dA_from_dH, Q = _gate_factors(ZR, H_tilde, D, _shifted(H0, Hs))  # dS_t = [dH_t, dRH_t] * Q_t
     W_hzr, W_hh = ops.prepack_linear(W_hzr), ops.prepack_linear(W_hh)
     dH_T, dH_prev_out = _output_grads(dHs)
 
@@ -289,11 +293,7 @@ def _gru_ra_forward(XW_zr, XW_h, H0, W_hzr, W_hh, b_hh):
 def _gru_ra_backward(residuals, dHs, dH_last):
     Hs, H0, (ZR, N, H_tilde, D), W_hzr, W_hh = residuals
     T, B, h = ops.shape(Hs)
-    Z, R = _split_update_reset(ZR)
-    # For all steps at once: dA_t = dH_t * (1 - Z_t)(1 - H~_t^2), and
-    # dS_t = [dH_t, dA_t] * Q_t with Q_t = [D_t, N_t] [Z_t, R_t] (1 - [Z_t, R_t]).
-    dA_from_dH = ops.tanh_grad(H_tilde, 1.0 - Z)
-    Q = ops.concat([D, N], 2) * (ZR - ZR * ZR)
+    Z, R, dA_from_dH, Q = _gate_factors(ZR, H_tilde, D, N)  # dS_t = [dH_t, dA_t] * Q_t (dN_t = dA_t R_t)
     W_h = ops.prepack_linear(ops.concat([W_hzr, W_hh], 1))  # [dS_t, dN_t] W_h^T: one product per step
     dH_T, dH_prev_out = _output_grads(dHs)
 

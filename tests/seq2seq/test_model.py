@@ -202,30 +202,18 @@ def test_embedding_and_output_dropout_act_in_training_only(rng, rnn):
     d2l.manual_seed(0)
     net = make_seq2seq(V_SRC, V_TGT, E, hidden, 2, 0.0, rnn=rnn, output_dropout=p)
     state = net.encode(net.params, X)
-    (logits, _), W_hq, b_q = net.decode(net.params, Y, state, training=True), *net.params[-2:]
-    # the decoder's last-layer states S: the recurrence is the same in training (no other dropout)
-    S = ops.to_numpy(net.decoder.rnn.forward(net.decoder.fold_context(net.decoder.params[1:-2], state[0])
-                                             if rnn == "scratch" else net.decoder.params[1:-2],
-                                             _decoder_inputs(net, Y, state), tuple(state[1:]))[0])
-    S = np.transpose(S, (1, 0, 2))  # (batch, steps, H)
-    # the states the dense layer saw: S_dropped W_hq = logits - b_q, solved exactly (W_hq has full row rank)
-    W, b = ops.to_numpy(W_hq).astype(np.float64), ops.to_numpy(b_q).astype(np.float64)
-    target = ops.to_numpy(logits).astype(np.float64) - b
-    S_dropped = np.linalg.lstsq(W.T, target.reshape(-1, V_TGT).T, rcond=None)[0].T.reshape(S.shape)
+    W, b = (ops.to_numpy(w).astype(np.float64) for w in net.params[-2:])
+
+    def states(training):
+        """The decoder's last-layer states the dense layer saw: S W_hq = logits - b_q, solved exactly."""
+        logits = ops.to_numpy(net.decode(net.params, Y, state, training=training)[0]).astype(np.float64)
+        return np.linalg.lstsq(W.T, (logits - b).reshape(-1, V_TGT).T, rcond=None)[0].T
+
+    S, S_dropped = states(False), states(True)  # the recurrence is the same in both: no other dropout
     kept = np.isclose(S_dropped, S / (1 - p), rtol=1e-3, atol=1e-4)
     zeroed = np.isclose(S_dropped, 0.0, atol=1e-4)
     assert np.all(kept | zeroed)
     assert 0.3 < zeroed.mean() < 0.7  # 144 units, each dropped with probability 0.5
-
-
-def _decoder_inputs(net, Y, state):
-    """What the decoder's recurrent layers read for targets Y: the embeddings (scratch: the context is folded
-    into the first layer's biases) or, for a framework layer, [embeddings, context] at every step."""
-    E_t = ops.take(net.decoder.params[0], ops.transpose(Y))
-    if net.kind == "scratch":
-        return E_t
-    C = ops.zeros((ops.shape(E_t)[0], 1, 1)) + state[0]
-    return ops.concat([E_t, C], 2)
 
 
 @pytest.mark.parametrize("rnn", ["scratch", "concise"])
