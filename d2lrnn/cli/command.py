@@ -18,10 +18,14 @@ from ..backends import available_backends, backend_name, use_backend
 from ..errors import CheckpointError, D2LRNNError, RunFolderError, TrainingError
 from ..training import checkpoint, memory
 from ..training.metrics import clock
+from ..training.optim import Schedule
 from ..training.runs import open_run_folder
 from .args import HelpFormatter, add_device, backend_choice, folder, limit_text, placement
 from .resumed import check_history, run_id_of, short
 from .saving import RunSaver, restore_generators, restore_optimizer
+
+#: The learning rate over a run after its warm-up (``--schedule``).
+SCHEDULES = ("constant", "cosine", "linear")
 
 
 class TrainingCommand:
@@ -291,6 +295,7 @@ class TrainingCommand:
         """The run on the already active backend."""
         args.placement = placement(args.device)  # where the model lives: build, load_run and report use it
         data = self.data(args, early)
+        run_schedule(args, self.steps_per_epoch(data))  # a warm-up as long as the run: refused here
         digest = self.digest(data)
         resumed = args.resume is not None
         with open_run_folder(args.resume or args.out, "runs", self.stem(args, backend), args.overwrite,
@@ -330,6 +335,43 @@ class TrainingCommand:
                                ("resume", "last.npz")):
                 print(f"{what:<11} {out / name}")
         return 0
+
+
+
+def add_schedule_settings(setting, ema_use):
+    """``--schedule``, ``--warmup`` and ``--ema``, as every training command has them; ``ema_use`` says
+    what the averaged weights are used for (e.g. 'validate, save and generate with')."""
+    setting("--schedule", "learning rate over training after the warm-up", choices=SCHEDULES)
+    setting("--warmup", "steps of linear learning-rate warm-up from 0", metavar="STEPS")
+    setting("--ema", f"{ema_use} an exponential moving average of the weights with this decay (e.g. 0.999; "
+            "0: the weights themselves)", metavar="DECAY")
+
+
+def run_schedule(args, steps_per_epoch):
+    """The run's learning rate by step (a :class:`~d2lrnn.training.optim.Schedule` over its ``--epochs``),
+    or None for a constant rate without warm-up."""
+    if args.schedule == "constant" and not args.warmup:
+        return None
+    total = args.epochs * steps_per_epoch
+    if args.warmup >= total:
+        epochs = f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
+        raise D2LRNNError(f"--warmup {args.warmup} is not shorter than the run's {total} steps ({epochs} of "
+                          f"{steps_per_epoch}): use a smaller --warmup")
+    return Schedule(args.lr, total, args.warmup, args.schedule)
+
+
+def optimizer_summary(args):
+    """How a run steps, for its summary line: 'Adam lr 0.002, 100 warm-up steps, cosine decay, ...'."""
+    training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
+    if args.warmup:
+        training += f", {args.warmup} warm-up steps"
+    if args.schedule != "constant":
+        training += f", {args.schedule} decay"
+    if getattr(args, "weight_decay", 0):
+        training += f", weight decay {args.weight_decay:g}"
+    if args.ema:
+        training += f", averaged weights (EMA {args.ema:g})"
+    return training
 
 
 #: The commands by the kind of run they write, filled as they are declared.

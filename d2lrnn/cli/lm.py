@@ -16,7 +16,7 @@ from ..models import cell_names
 from ..models.cell import INITS, TOKEN_BOUND
 from ..training.memory import training_bytes
 from ..training.metrics import format_perplexity
-from ..training.optim import Schedule, get_optimizer
+from ..training.optim import get_optimizer
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
@@ -27,7 +27,15 @@ from .args import (
     nonnegative_int,
     yes_no,
 )
-from .command import TrainingCommand, refuse_too_large, register
+from .command import (
+    SCHEDULES,
+    TrainingCommand,
+    add_schedule_settings,
+    optimizer_summary,
+    refuse_too_large,
+    register,
+    run_schedule,
+)
 from .resumed import short, stopped_early
 from .saving import png_writer
 
@@ -79,7 +87,7 @@ SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout
                  "patience": at_most(nonnegative_int, MAX_EPOCHS), "max_tokens": max_tokens}
 #: The values each setting with a fixed set of them may take.
 SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
-                   "optimizer": ("sgd", "adam"), "schedule": ("constant", "cosine", "linear"),
+                   "optimizer": ("sgd", "adam"), "schedule": SCHEDULES,
                    "sampling": ("random", "sequential")}
 #: The columns of a language model's ``metrics.csv``.
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
@@ -214,8 +222,6 @@ class LanguageModelCommand(TrainingCommand):
                             "dropout; --dropout with it needs --model scratch)")
         setting("--weight-drop", "DropConnect on the recurrent weights W_h*: the probability of dropping "
                 "each entry, one mask per minibatch, while training", metavar="P")
-        setting("--ema", "validate, save and generate with an exponential moving average of the weights "
-                "with this decay (e.g. 0.999; 0: the weights themselves)", metavar="DECAY")
         p.add_argument("--preset", choices=tuple(PRESETS), default=None,
                        help="a recipe chosen by measurement for a training budget: its settings fill the "
                             "ones not given ("
@@ -234,9 +240,7 @@ class LanguageModelCommand(TrainingCommand):
                 choices=SETTING_CHOICES["optimizer"])
         setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
         setting("--weight-decay", "weight decay (L2 for SGD, decoupled for Adam)", metavar="WD")
-        setting("--schedule", "learning rate over training after the warm-up",
-                choices=("constant", "cosine", "linear"))
-        setting("--warmup", "steps of linear learning-rate warm-up from 0", metavar="STEPS")
+        add_schedule_settings(setting, "validate, save and generate with")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
         setting("--epochs", "passes over the training text (with --resume: the new total)", metavar="N")
         setting("--patience", "stop after N epochs without a better validation perplexity (0: never)",
@@ -338,15 +342,7 @@ class LanguageModelCommand(TrainingCommand):
         dropout = f", {locked}dropout {', '.join(dropouts)}" if dropouts else ""
         if args.weight_drop:
             dropout += f", weight drop {args.weight_drop:g}"
-        training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
-        if args.warmup:
-            training += f", {args.warmup} warm-up steps"
-        if args.schedule != "constant":
-            training += f", {args.schedule} decay"
-        if args.weight_decay:
-            training += f", weight decay {args.weight_decay:g}"
-        if args.ema:
-            training += f", averaged weights (EMA {args.ema:g})"
+        training = optimizer_summary(args)
         stop = f", early stop after {args.patience} epochs without improvement" if args.patience else ""
         raw = " (raw)" if args.raw else ""
         return (f"corpus {args.corpus}{raw}: {data.train_iter.num_tokens:,} training / "
@@ -455,14 +451,7 @@ def run_stem(args, backend):
 def _updater(args, net, steps_per_epoch):
     """The optimizer, schedule and clipping of a run, as one :class:`d2lrnn.lm.train.Updater`."""
     optimizer = get_optimizer(args.optimizer, args.lr, args.weight_decay)
-    total = args.epochs * steps_per_epoch
-    schedule = None
-    if args.schedule != "constant" or args.warmup:
-        if args.warmup >= total:
-            raise D2LRNNError(f"--warmup {args.warmup} is not shorter than the run's {total} steps "
-                              f"({args.epochs} epochs of {steps_per_epoch}): use a smaller --warmup")
-        schedule = Schedule(args.lr, total, args.warmup, args.schedule)
-    return Updater(net, optimizer, args.clip, schedule=schedule, average=args.ema)
+    return Updater(net, optimizer, args.clip, schedule=run_schedule(args, steps_per_epoch), average=args.ema)
 
 
 TRAIN = register(LanguageModelCommand())

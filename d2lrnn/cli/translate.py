@@ -32,12 +32,22 @@ from ..training.memory import training_bytes
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
+    decay_rate,
     dropout_rate,
     file_name,
+    nonnegative_int,
     positive_float,
     positive_int,
 )
-from .command import TrainingCommand, refuse_too_large, register
+from .command import (
+    SCHEDULES,
+    TrainingCommand,
+    add_schedule_settings,
+    optimizer_summary,
+    refuse_too_large,
+    register,
+    run_schedule,
+)
 from .saving import png_writer
 
 #: The settings of a translation run (``d2lrnn translate-train``), their defaults, and what ``--resume``
@@ -47,8 +57,9 @@ from .saving import png_writer
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
                       "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "batch_size": 64,
                       "num_steps": 10, "num_examples": None, "min_freq": 2,
-                      "optimizer": "adam", "lr": 0.002, "clip": 1.0, "label_smoothing": 0.0, "epochs": 30,
-                      "minutes": None, "val_fraction": 0.1, "seed": 0}
+                      "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
+                      "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
+                      "val_fraction": 0.1, "seed": 0}
 TRANSLATE_CSV_FIELDS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The beam width of the beam-search BLEU that ends a translation run.
 REPORT_BEAM = 4
@@ -58,11 +69,13 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "pairs": file_name, "embed_size": at_most(positive_int, MAX_HIDDEN),
                    "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
-                   "embed_dropout": dropout_rate, "output_dropout": dropout_rate}
-TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd")}
+                   "embed_dropout": dropout_rate, "output_dropout": dropout_rate, "warmup": nonnegative_int,
+                   "ema": decay_rate}
+TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved, and the values a run saved without them used.
-TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0}
+TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0,
+                   "schedule": "constant", "warmup": 0, "ema": 0.0}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -169,7 +182,8 @@ class TranslationCommand(TrainingCommand):
         setting("--num-examples", "use only the first N pairs of the file", metavar="N")
         setting("--min-freq", "words seen fewer times in the training pairs read as <unk>", metavar="N")
         setting("--optimizer", "Adam, or the book's SGD", choices=self.choices["optimizer"])
-        setting("--lr", "learning rate", metavar="RATE")
+        setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
+        add_schedule_settings(setting, "validate, save and translate with")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
         setting("--label-smoothing", "train on each target word smoothed toward the uniform distribution by "
                                      "this weight (0: none)", metavar="EPS")
@@ -244,13 +258,12 @@ class TranslationCommand(TrainingCommand):
         rates = (("dropout", args.dropout), ("embedding dropout", args.embed_dropout),
                  ("output dropout", args.output_dropout))
         dropout = "".join(f", {what} {p:g}" for what, p in rates if p)
-        optimizer = "Adam" if args.optimizer == "adam" else "SGD"
         smoothing = f", label smoothing {args.label_smoothing:g}" if args.label_smoothing else ""
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
                 f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
-                f"hidden units{dropout} | {optimizer} lr {args.lr:g}, clip {args.clip:g}{smoothing} | batch "
+                f"hidden units{dropout} | {optimizer_summary(args)}, clip {args.clip:g}{smoothing} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):
@@ -273,6 +286,7 @@ class TranslationCommand(TrainingCommand):
 
     def updater(self, args, net, data):
         return make_seq2seq_updater(net, data.tgt_vocab, args.lr, args.clip, args.optimizer,
+                                    schedule=run_schedule(args, self.steps_per_epoch(data)), average=args.ema,
                                     label_smoothing=args.label_smoothing)
 
     def hparams(self, args, backend, digest, data):

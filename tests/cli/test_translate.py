@@ -29,9 +29,12 @@ NUM_EXAMPLES = 300
 TINY = ["--num-examples", str(NUM_EXAMPLES), "--epochs", "2", "--hidden", "16", "--embed-size", "16",
         "--batch-size", "30", "--no-progress"]
 #: The shared run: dropout masks come from each framework's own generator, which a run does not save, so
-#: a run that must resume bit for bit trains without dropout; 6 steps hold these short sentences.
+#: a run that must resume bit for bit trains without dropout; 6 steps hold these short sentences. Its
+#: learning rate warms up and decays, and it keeps averaged weights: a resumed run continues both.
 STEPS = 6
-SHARED_RUN = [*TINY, "--dropout", "0", "--num-steps", str(STEPS)]
+SCHEDULE = {"schedule": "cosine", "warmup": 3, "ema": 0.5}
+SHARED_RUN = [*TINY, "--dropout", "0", "--num-steps", str(STEPS),
+              *(arg for key, value in SCHEDULE.items() for arg in (f"--{key}", str(value)))]
 RUN_FILES = [".lock", "last.npz", "loss.png", "metrics.csv", "model.npz"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -109,12 +112,14 @@ def test_translate_train_writes_the_best_model_metrics_plot_and_resume_state(tin
     assert info["resume"] is None
     hparams = info["hparams"]
     given = {"num_examples": NUM_EXAMPLES, "epochs": 2, "hidden": 16, "embed_size": 16, "batch_size": 30,
-             "dropout": 0.0, "num_steps": STEPS}
+             "dropout": 0.0, "num_steps": STEPS, **SCHEDULE}
     assert {k: hparams[k] for k in D} == {**D, **given}
     assert (hparams["backend"], hparams["token"]) == (backend, "word")
     assert seq2seq_checkpoint_info(out / "last.npz")["resume"]["epoch"] == 2
     saved = d2lrnn.training.checkpoint.load_optimizer_state(out / "last.npz")
     assert saved["optimizer"] == D["optimizer"] == "adam" and saved["t"] == 2 * len(_split()[0])
+    num_params = len(_arrays(out / "model.npz"))
+    assert saved["averaged"] and len(saved["arrays"]) == 3 * num_params  # Adam's two, then the averages
 
 
 def test_translate_train_prints_the_setup_the_best_epoch_bleu_and_the_book_sentences(tiny_run, backend):
@@ -125,7 +130,8 @@ def test_translate_train_prints_the_setup_the_best_epoch_bleu_and_the_book_sente
     assert lines[0] == (f"pairs fra-eng (bundled): {train_iter.num_pairs} training / {val_iter.num_pairs} "
                         f"validation pairs, vocabularies {len(src_vocab)} source / {len(tgt_vocab)} target "
                         f"words | backend {backend} | {name} (scratch), embedding 16, 16 hidden units | "
-                        f"Adam lr {D['lr']:g}, clip {D['clip']:g} | batch 30 x {STEPS} steps, "
+                        f"Adam lr {D['lr']:g}, 3 warm-up steps, cosine decay, averaged weights (EMA 0.5), "
+                        f"clip {D['clip']:g} | batch 30 x {STEPS} steps, "
                         "2 epochs")
     assert lines[1] == f"output folder {out}"
 
@@ -230,40 +236,74 @@ def test_resume_keeps_the_run_settings(tiny_run, capsys):
     assert {name: (out / name).read_bytes() for name in RUN_FILES[1:]} == before
 
 
+def _spy_on_updaters(monkeypatch):
+    """The keyword arguments of every training step the command makes, as a list that fills as it does."""
+    made = []
+    real_updater = cli.translate.make_seq2seq_updater
+
+    def spy(*args, **kwargs):
+        made.append(kwargs)
+        return real_updater(*args, **kwargs)
+
+    monkeypatch.setattr(cli.translate, "make_seq2seq_updater", spy)
+    return made
+
+
+#: The settings translate-train gained after runs were first saved, and what a run saved without them used.
+ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0, "schedule": "constant",
+         "warmup": 0, "ema": 0.0}
+
+
 @pytest.mark.once
 def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_without_it(tmp_path,
                                                                                           monkeypatch):
     import json
 
-    weights = []
-    real_updater = cli.translate.make_seq2seq_updater
-
-    def spy(*args, **kwargs):
-        weights.append(kwargs["label_smoothing"])
-        return real_updater(*args, **kwargs)
-
-    monkeypatch.setattr(cli.translate, "make_seq2seq_updater", spy)
+    made = _spy_on_updaters(monkeypatch)
     run = tmp_path / "run"
     code, printed = _main(["translate-train", *TINY, "--epochs", "1", "--label-smoothing", "0.2",
                            "--out", str(run)])
-    assert code == 0 and weights == [0.2]
+    assert code == 0 and [kwargs["label_smoothing"] for kwargs in made] == [0.2]
     assert "clip 1, label smoothing 0.2 |" in printed
     assert seq2seq_checkpoint_info(run / "last.npz")["hparams"]["label_smoothing"] == 0.2
     with np.load(run / "last.npz") as data:  # the settings as a d2lrnn before --label-smoothing saved them
         arrays = {name: data[name] for name in data.files}
     meta = json.loads(str(arrays["meta"]))
-    for key in ("label_smoothing", "embed_dropout", "output_dropout"):  # all three came later
+    for key in ADDED:  # all of them came later
         del meta["hparams"][key]
     del meta["embed_dropout"], meta["output_dropout"]
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     code, printed = _main(["translate-train", "--resume", str(run), "--epochs", "2", "--no-progress"])
-    assert code == 0 and weights == [0.2, 0.0] and "label smoothing" not in printed
+    assert code == 0 and "label smoothing" not in printed and "warm-up" not in printed
+    assert [(kwargs["label_smoothing"], kwargs["schedule"], kwargs["average"]) for kwargs in made] == \
+        [(0.2, None, 0.0), (0.0, None, 0.0)]
     assert "embedding dropout" not in printed and "output dropout" not in printed
     info = seq2seq_checkpoint_info(run / "last.npz")
-    added = ("label_smoothing", "embed_dropout", "output_dropout")
-    assert [info["hparams"][key] for key in added] == [0.0] * 3
+    assert cli.translate.TRANSLATE_ADDED == ADDED and {key: info["hparams"][key] for key in ADDED} == ADDED
     assert (info["embed_dropout"], info["output_dropout"]) == (0.0, 0.0)
+
+
+@pytest.mark.once
+def test_the_schedule_and_the_averaged_weights_reach_the_step_and_model_npz_holds_the_averages(tmp_path,
+                                                                                              monkeypatch):
+    made = _spy_on_updaters(monkeypatch)
+    run = tmp_path / "run"
+    code, printed = _main(["translate-train", *TINY, "--epochs", "1", "--schedule", "linear", "--warmup", "2",
+                           "--ema", "0.9", "--out", str(run)])
+    assert code == 0 and len(made) == 1
+    schedule, steps = made[0]["schedule"], len(_split()[0])  # one epoch of 9 batches
+    assert (schedule.lr, schedule.total, schedule.warmup, schedule.decay) == (D["lr"], steps, 2, "linear")
+    assert made[0]["average"] == 0.9
+    assert f"| Adam lr {D['lr']:g}, 2 warm-up steps, linear decay, averaged weights (EMA 0.9), clip 1 |" \
+        in printed
+    model, last = _arrays(run / "model.npz"), _arrays(run / "last.npz")
+    saved = d2lrnn.training.checkpoint.load_optimizer_state(run / "last.npz")
+    assert saved["t"] == steps and len(saved["arrays"]) == 3 * len(model)
+    for (name, weights), averages in zip(model.items(), saved["arrays"][2 * len(model):]):
+        np.testing.assert_array_equal(weights, averages, err_msg=name)  # the model is the averages
+    changed = sum(not np.array_equal(model[name], last[name]) for name in model)
+    assert changed > len(model) // 2  # and not the weights training goes on from
 
 
 def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkeypatch, backend, capsys):
