@@ -337,7 +337,6 @@ class TrainingCommand:
         return 0
 
 
-
 def add_schedule_settings(setting, ema_use):
     """``--schedule``, ``--warmup`` and ``--ema``, as every training command has them; ``ema_use`` says
     what the averaged weights are used for (e.g. 'validate, save and generate with')."""

@@ -407,6 +407,9 @@ BAD_INPUT = [
     (["translate-train", "--model", "transformer"], "argument --model: invalid choice: 'transformer'"),
     (["translate-train", "--label-smoothing", "1"],
      "argument --label-smoothing: must be at least 0 and below 1 (e.g. 0.2), got 1"),
+    (["translate-train", *TINY, "--warmup", "18"],
+     "d2lrnn: error: --warmup 18 is not shorter than the run's 18 steps (2 epochs of 9): use a smaller "
+     "--warmup"),
     (["translate-train", "--resume", "{tmp}/lm"],
      "lm holds a language model run: continue it with d2lrnn train --resume"),
     (["train", "--resume", "{run}"],
