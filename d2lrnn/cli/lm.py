@@ -73,6 +73,13 @@ PRESETS = {
                      "hidden": 384, "lr": 0.03, "input_dropout": 0.1, "output_dropout": 0.3,
                      "weight_drop": 0.15, "ema": 0.998, "epochs": 46, "patience": 0},
     },
+    "tinyshakespeare-10min": {
+        "measured": "torch, 2 idle cores (2-core AMD EPYC with AVX-512): 1.441 nats/char in 9.0 minutes, "
+                    "where a plain PyTorch LSTM reached 1.438 in 10",
+        "settings": {"corpus": "tinyshakespeare", "raw": True, "model": "concise", "cell": "lstm",
+                     "init": "uniform", "hidden": 512, "batch_size": 64, "num_steps": 64, "lr": 0.01,
+                     "warmup": 61, "input_dropout": 0.1, "output_dropout": 0.3, "epochs": 15, "patience": 0},
+    },
 }
 
 #: Settings added after runs were first saved: a run saved without them used these defaults.

@@ -329,7 +329,7 @@ BAD_ARGUMENTS = [
     (["translate", "go .", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees"),
     (["train", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["train", "--preset", "fastest"], "argument --preset: invalid choice: 'fastest' (choose from "
-                                       "'timemachine-5min')"),
+                                       "'timemachine-5min', 'tinyshakespeare-10min')"),
     (["train", "--preset", "timemachine-5min", "--resume", "{tmp}"],
      "--resume continues the run with its own settings: drop --preset timemachine-5min"),
 ]
@@ -745,6 +745,34 @@ def test_a_preset_fills_the_settings_not_given_and_says_so(tmp_path, capsys):
             "--patience 0\ndefaults for --cell lstm: --optimizer adam, --schedule cosine, "
             f"--warmup {warmup} (the book's training:") in printed
     assert "| LSTM (concise), 16 hidden units" in printed
+
+
+@pytest.mark.once
+def test_the_tiny_shakespeare_preset_is_the_command_the_benchmark_measured(tmp_path):
+    """--preset tinyshakespeare-10min runs the settings of the command bench/RESULTS.md gives for its
+    `d2lrnn train` row on Tiny Shakespeare (the measurement the preset's help quotes)."""
+    results = (pathlib.Path(__file__).parents[2] / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    block = results.split("Reproduce the `d2lrnn train` row without the benchmark")[1].split("<!--")[0]
+    words = block.replace("\\\n", " ").split("d2lrnn train", 1)[1].split()
+    measured, i = {}, 0
+    while i < len(words):
+        key = words[i][2:].replace("-", "_")
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            measured[key], i = words[i + 1], i + 2
+        else:
+            measured[key], i = "true", i + 1
+    assert measured.pop("backend") == "torch" and len(measured) == 16
+    run = tmp_path / "run"
+    assert cli.main(["train", "--preset", "tinyshakespeare-10min", "--max-tokens", "20000", "--hidden", "16",
+                     "--epochs", "1", "--warmup", "2", "--no-progress", "--out", str(run)]) == 0
+    hparams = d2l.checkpoint_info(run / "last.npz")["hparams"]
+    given = {"hidden": 16, "epochs": 1, "warmup": 2}  # the command line wins over the preset
+    expected = {key: given.get(key, value) for key, value in measured.items()}
+    assert {key: str(hparams[key]).lower() for key in measured} == \
+        {key: str(value).lower() for key, value in expected.items()}
+    preset = cli.lm.PRESETS["tinyshakespeare-10min"]["settings"]
+    assert {key: str(preset.get(key, hparams[key])).lower() for key in measured} == \
+        {key: value.lower() for key, value in measured.items()}
 
 
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
