@@ -122,10 +122,31 @@ class TrainingCommand:
         """A fresh model."""
 
     def updater(self, args, net, data):
-        """The compiled training step with its optimizer and schedule."""
+        """The compiled training step with its optimizer and ``data.schedule`` (:func:`run_schedule`)."""
 
     def steps_per_epoch(self, data):
         return len(data.train_iter)
+
+    def add_schedule_settings(self, setting, ema_use):
+        """``--schedule``, ``--warmup`` and ``--ema``, as every training command has them; ``ema_use`` says
+        what the averaged weights are used for (e.g. 'validate, save and generate with')."""
+        setting("--schedule", "learning rate over training after the warm-up", choices=SCHEDULES)
+        setting("--warmup", "steps of linear learning-rate warm-up from 0", metavar="STEPS")
+        setting("--ema", f"{ema_use} an exponential moving average of the weights with this decay (e.g. "
+                "0.999; 0: the weights themselves)", metavar="DECAY")
+
+    def optimizer_summary(self, args):
+        """How a run steps, for its summary line: 'Adam lr 0.002, 100 warm-up steps, cosine decay, ...'."""
+        training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
+        if args.warmup:
+            training += f", {args.warmup} warm-up steps"
+        if args.schedule != "constant":
+            training += f", {args.schedule} decay"
+        if getattr(args, "weight_decay", 0):
+            training += f", weight decay {args.weight_decay:g}"
+        if args.ema:
+            training += f", averaged weights (EMA {args.ema:g})"
+        return training
 
     def digest(self, data):
         """A fingerprint of the data: a resumed run must read the same."""
@@ -295,7 +316,7 @@ class TrainingCommand:
         """The run on the already active backend."""
         args.placement = placement(args.device)  # where the model lives: build, load_run and report use it
         data = self.data(args, early)
-        run_schedule(args, self.steps_per_epoch(data))  # a warm-up as long as the run: refused here
+        data.schedule = run_schedule(args, self.steps_per_epoch(data))  # refused here, before any output
         digest = self.digest(data)
         resumed = args.resume is not None
         with open_run_folder(args.resume or args.out, "runs", self.stem(args, backend), args.overwrite,
@@ -337,15 +358,6 @@ class TrainingCommand:
         return 0
 
 
-def add_schedule_settings(setting, ema_use):
-    """``--schedule``, ``--warmup`` and ``--ema``, as every training command has them; ``ema_use`` says
-    what the averaged weights are used for (e.g. 'validate, save and generate with')."""
-    setting("--schedule", "learning rate over training after the warm-up", choices=SCHEDULES)
-    setting("--warmup", "steps of linear learning-rate warm-up from 0", metavar="STEPS")
-    setting("--ema", f"{ema_use} an exponential moving average of the weights with this decay (e.g. 0.999; "
-            "0: the weights themselves)", metavar="DECAY")
-
-
 def run_schedule(args, steps_per_epoch):
     """The run's learning rate by step (a :class:`~d2lrnn.training.optim.Schedule` over its ``--epochs``),
     or None for a constant rate without warm-up."""
@@ -357,20 +369,6 @@ def run_schedule(args, steps_per_epoch):
         raise D2LRNNError(f"--warmup {args.warmup} is not shorter than the run's {total} steps ({epochs} of "
                           f"{steps_per_epoch}): use a smaller --warmup")
     return Schedule(args.lr, total, args.warmup, args.schedule)
-
-
-def optimizer_summary(args):
-    """How a run steps, for its summary line: 'Adam lr 0.002, 100 warm-up steps, cosine decay, ...'."""
-    training = f"{'Adam' if args.optimizer == 'adam' else 'SGD'} lr {args.lr:g}"
-    if args.warmup:
-        training += f", {args.warmup} warm-up steps"
-    if args.schedule != "constant":
-        training += f", {args.schedule} decay"
-    if getattr(args, "weight_decay", 0):
-        training += f", weight decay {args.weight_decay:g}"
-    if args.ema:
-        training += f", averaged weights (EMA {args.ema:g})"
-    return training
 
 
 #: The commands by the kind of run they write, filled as they are declared.

@@ -27,15 +27,7 @@ from .args import (
     nonnegative_int,
     yes_no,
 )
-from .command import (
-    SCHEDULES,
-    TrainingCommand,
-    add_schedule_settings,
-    optimizer_summary,
-    refuse_too_large,
-    register,
-    run_schedule,
-)
+from .command import SCHEDULES, TrainingCommand, refuse_too_large, register
 from .resumed import short, stopped_early
 from .saving import png_writer
 
@@ -247,7 +239,7 @@ class LanguageModelCommand(TrainingCommand):
                 choices=SETTING_CHOICES["optimizer"])
         setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
         setting("--weight-decay", "weight decay (L2 for SGD, decoupled for Adam)", metavar="WD")
-        add_schedule_settings(setting, "validate, save and generate with")
+        self.add_schedule_settings(setting, "validate, save and generate with")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
         setting("--epochs", "passes over the training text (with --resume: the new total)", metavar="N")
         setting("--patience", "stop after N epochs without a better validation perplexity (0: never)",
@@ -349,7 +341,7 @@ class LanguageModelCommand(TrainingCommand):
         dropout = f", {locked}dropout {', '.join(dropouts)}" if dropouts else ""
         if args.weight_drop:
             dropout += f", weight drop {args.weight_drop:g}"
-        training = optimizer_summary(args)
+        training = self.optimizer_summary(args)
         stop = f", early stop after {args.patience} epochs without improvement" if args.patience else ""
         raw = " (raw)" if args.raw else ""
         return (f"corpus {args.corpus}{raw}: {data.train_iter.num_tokens:,} training / "
@@ -396,7 +388,7 @@ class LanguageModelCommand(TrainingCommand):
         return net, info["history"], info["resume"]
 
     def updater(self, args, net, data):
-        return _updater(args, net, len(data.train_iter))
+        return _updater(args, net, data.schedule)
 
     def hparams(self, args, backend, digest, data):
         hparams = {key: getattr(args, key) for key in TRAIN_DEFAULTS}
@@ -455,10 +447,10 @@ def run_stem(args, backend):
     return "-".join(parts)
 
 
-def _updater(args, net, steps_per_epoch):
-    """The optimizer, schedule and clipping of a run, as one :class:`d2lrnn.lm.train.Updater`."""
+def _updater(args, net, schedule):
+    """The optimizer, ``schedule`` and clipping of a run, as one :class:`d2lrnn.lm.train.Updater`."""
     optimizer = get_optimizer(args.optimizer, args.lr, args.weight_decay)
-    return Updater(net, optimizer, args.clip, schedule=run_schedule(args, steps_per_epoch), average=args.ema)
+    return Updater(net, optimizer, args.clip, schedule=schedule, average=args.ema)
 
 
 TRAIN = register(LanguageModelCommand())

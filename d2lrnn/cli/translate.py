@@ -39,15 +39,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .command import (
-    SCHEDULES,
-    TrainingCommand,
-    add_schedule_settings,
-    optimizer_summary,
-    refuse_too_large,
-    register,
-    run_schedule,
-)
+from .command import SCHEDULES, TrainingCommand, refuse_too_large, register
 from .saving import png_writer
 
 #: The settings of a translation run (``d2lrnn translate-train``), their defaults, and what ``--resume``
@@ -183,7 +175,7 @@ class TranslationCommand(TrainingCommand):
         setting("--min-freq", "words seen fewer times in the training pairs read as <unk>", metavar="N")
         setting("--optimizer", "Adam, or the book's SGD", choices=self.choices["optimizer"])
         setting("--lr", "learning rate (the peak of the schedule)", metavar="RATE")
-        add_schedule_settings(setting, "validate, save and translate with")
+        self.add_schedule_settings(setting, "validate, save and translate with")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
         setting("--label-smoothing", "train on each target word smoothed toward the uniform distribution by "
                                      "this weight (0: none)", metavar="EPS")
@@ -259,11 +251,12 @@ class TranslationCommand(TrainingCommand):
                  ("output dropout", args.output_dropout))
         dropout = "".join(f", {what} {p:g}" for what, p in rates if p)
         smoothing = f", label smoothing {args.label_smoothing:g}" if args.label_smoothing else ""
+        training = f"{self.optimizer_summary(args)}, clip {args.clip:g}{smoothing}"
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
                 f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
-                f"hidden units{dropout} | {optimizer_summary(args)}, clip {args.clip:g}{smoothing} | batch "
+                f"hidden units{dropout} | {training} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):
@@ -286,7 +279,7 @@ class TranslationCommand(TrainingCommand):
 
     def updater(self, args, net, data):
         return make_seq2seq_updater(net, data.tgt_vocab, args.lr, args.clip, args.optimizer,
-                                    schedule=run_schedule(args, self.steps_per_epoch(data)), average=args.ema,
+                                    schedule=data.schedule, average=args.ema,
                                     label_smoothing=args.label_smoothing)
 
     def hparams(self, args, backend, digest, data):

@@ -753,26 +753,18 @@ def test_the_tiny_shakespeare_preset_is_the_command_the_benchmark_measured(tmp_p
     `d2lrnn train` row on Tiny Shakespeare (the measurement the preset's help quotes)."""
     results = (pathlib.Path(__file__).parents[2] / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     block = results.split("Reproduce the `d2lrnn train` row without the benchmark")[1].split("<!--")[0]
-    words = block.replace("\\\n", " ").split("d2lrnn train", 1)[1].split()
-    measured, i = {}, 0
-    while i < len(words):
-        key = words[i][2:].replace("-", "_")
-        if i + 1 < len(words) and not words[i + 1].startswith("--"):
-            measured[key], i = words[i + 1], i + 2
-        else:
-            measured[key], i = "true", i + 1
-    assert measured.pop("backend") == "torch" and len(measured) == 16
+    command = block.replace("\\\n", " ").split("d2lrnn train", 1)[1].split()
+    parsed = vars(cli.build_parser().parse_args(["train", *command]))
+    measured = {key: parsed[key] for key in cli.lm.TRAIN_DEFAULTS if parsed[key] is not None}
+    assert parsed["backend"] == "torch" and len(measured) == 16
     run = tmp_path / "run"
     assert cli.main(["train", "--preset", "tinyshakespeare-10min", "--max-tokens", "20000", "--hidden", "16",
                      "--epochs", "1", "--warmup", "2", "--no-progress", "--out", str(run)]) == 0
     hparams = d2l.checkpoint_info(run / "last.npz")["hparams"]
     given = {"hidden": 16, "epochs": 1, "warmup": 2}  # the command line wins over the preset
-    expected = {key: given.get(key, value) for key, value in measured.items()}
-    assert {key: str(hparams[key]).lower() for key in measured} == \
-        {key: str(value).lower() for key, value in expected.items()}
-    preset = cli.lm.PRESETS["tinyshakespeare-10min"]["settings"]
-    assert {key: str(preset.get(key, hparams[key])).lower() for key in measured} == \
-        {key: value.lower() for key, value in measured.items()}
+    assert {key: hparams[key] for key in measured} == {**measured, **given}
+    preset = cli.lm.PRESETS["tinyshakespeare-10min"]["settings"]  # optimizer, schedule: the LSTM's defaults
+    assert {key: preset.get(key, hparams[key]) for key in measured} == measured
 
 
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
