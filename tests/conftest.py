@@ -36,12 +36,12 @@ if os.environ.get("D2LRNN_BACKEND") == "jax":
                           JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import d2lrnn as d2l  # noqa: E402
-from tests import mlir_contexts  # noqa: E402
+from tests import compile_settings  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-mlir_contexts.apply(d2l.backend_name())
+compile_settings.apply(d2l.backend_name())
 
 
 def token_dtype():

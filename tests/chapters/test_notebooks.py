@@ -30,7 +30,7 @@ from d2lrnn.data import Vocab, baseline_sample, load_corpus, ngram_perplexities,
 from d2lrnn.data.iterators import num_batches
 from d2lrnn.data.translation import build_array_nmt_numpy, preprocess_nmt, read_data_nmt, tokenize_nmt
 from d2lrnn.seq2seq.bleu import bleu
-from tests import mlir_contexts
+from tests import compile_settings
 from tests.conftest import GC_FREEZE, HANG_GUARD_SECONDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -346,7 +346,7 @@ def kernel_env():
     env = dict(os.environ)
     env["D2LRNN_QUICK"] = "1"
     env["D2LRNN_BACKEND"] = os.environ.get("D2LRNN_BACKEND", "numpy")
-    # The d2lrnn under test first; ROOT last, for the tests' own framework settings (tests/mlir_contexts.py)
+    # The d2lrnn under test first; ROOT last, for the tests' compiler settings (tests/compile_settings.py)
     env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)] + [p for p in [env.get("PYTHONPATH")] if p]
                                         + [str(ROOT)])
     return env
@@ -375,7 +375,7 @@ def kernel(kernel_env):
     def running():
         """The kernel, started (again, if a notebook killed it) in the chapters' folder and environment."""
         if not (manager.has_kernel and run_sync(manager.is_alive)()):
-            setup = f"--IPKernelApp.exec_lines={json.dumps([mlir_contexts.KERNEL_SETUP])}"
+            setup = f"--IPKernelApp.exec_lines={json.dumps([compile_settings.KERNEL_SETUP])}"
             run_sync(manager.start_kernel)(cwd=str(CHAPTERS), env=kernel_env, extra_arguments=[setup])
         return manager
 
@@ -388,14 +388,15 @@ def test_every_section_has_a_notebook():
     assert set(EXPECTED) <= {p.stem for p in NOTEBOOKS}
 
 
-def test_the_kernel_lowers_as_the_test_process_does(kernel_env, kernel):
-    """The notebooks run with the settings the rest of the env's tests have for the framework."""
+def test_the_kernel_compiles_as_the_test_process_does(kernel_env, kernel):
+    """The notebooks run with the compiler settings the rest of the env's tests have for the framework."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import d2lrnn as d2l\nd2l.ops.zeros(1)  # loads the backend\n"
-        "from tests.mlir_contexts import lowering_contexts\nprint(lowering_contexts())")])
+        "from tests.compile_settings import in_effect\nprint(in_effect())")])
     NotebookClient(nb, km=kernel(), timeout=CELL_TIMEOUT, kernel_name="python3").execute()
-    expected = "one per thread" if kernel_env["D2LRNN_BACKEND"] == "jax" else None
-    assert mlir_contexts.lowering_contexts() == expected
+    expected = {"jax": "JAX lowering: one per thread",
+                "tensorflow": "TensorFlow's grappler: off"}.get(kernel_env["D2LRNN_BACKEND"])
+    assert compile_settings.in_effect() == expected
     assert _text(nb.cells[0].outputs).strip() == str(expected)
 
 

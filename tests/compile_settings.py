@@ -1,0 +1,77 @@
+"""The compilers' settings for the tests (and their notebook kernel): the same programs, built for less.
+
+The tests' programs are tiny and most run a few times, so building them costs far more than running them.
+
+- **JAX lowers in one MLIR context per thread.** JAX lowers every program to an MLIR module in a new context,
+  loading its dialects each time (~3 ms), and the lowering then runs cold in it. The JAX suite lowers ~4,400
+  programs outside its notebooks (counted on 2026-11-29), and lowering was a third of the env's time. Here
+  each thread lowers in one context, as a long-lived program would if JAX kept its context: the same modules,
+  so the same compiled programs (the persistent cache's keys are the modules' text). Measured on the whole JAX
+  suite, side by side with the old way: 323 against 370 CPU-s, and a peak of 1.6 GB against 4.1 GB.
+- **TensorFlow runs its traced graphs without grappler** (its graph optimizer: constant folding, arithmetic
+  simplification, operator fusion), which rewrites each graph before its first run. The same operations run,
+  unfused; the results differ in the last bits (a seq2seq's loss after 10 epochs by 6e-7 relative), well
+  inside the tolerances of the tests, which compare runs of one setting with each other or with the NumPy
+  reference. Measured on the whole TensorFlow suite, side by side with grappler on (2026-11-30, Intel Xeon):
+  379 against 415 CPU-s of user time; 10 epochs of the book's seq2seq 6.4-7.5 against 8.5-9.3 s. The
+  benchmarks (``bench/``) keep TensorFlow's default, the setting users train with.
+
+JAX's compiler flags are environment variables, set in ``tests/conftest.py`` before JAX loads.
+"""
+
+import threading
+
+#: What the notebook kernel runs as it starts (``tests/chapters``): the same settings as the test process.
+KERNEL_SETUP = "import os; from tests.compile_settings import apply; apply(os.environ['D2LRNN_BACKEND'])"
+
+
+def apply(backend):
+    """The settings above for ``backend``'s framework; other frameworks are left as they are."""
+    if backend == "jax":
+        lower_in_one_context_per_thread()
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+def in_effect():
+    """Which of the settings above this process runs with: a short description, or None."""
+    import sys
+
+    if "jax._src.interpreters.mlir" in sys.modules:
+        return f"JAX lowering: {lowering_contexts()}"
+    if "tensorflow" in sys.modules:
+        options = sys.modules["tensorflow"].config.optimizer.get_experimental_options()
+        return f"TensorFlow's grappler: {'off' if options.get('disable_meta_optimizer') else 'on'}"
+    return None
+
+
+def lower_in_one_context_per_thread():
+    """Make JAX's ``make_ir_context`` hand each thread one context; a JAX without that (private) name is
+    left as it is."""
+    from jax._src.interpreters import mlir
+
+    make_context = getattr(mlir, "make_ir_context", None)
+    if make_context is None or getattr(make_context, "shared", False):
+        return
+    contexts = threading.local()
+
+    def shared_context():
+        if not hasattr(contexts, "context"):
+            contexts.context = make_context()
+        return contexts.context
+
+    shared_context.shared = True
+    mlir.make_ir_context = shared_context
+
+
+def lowering_contexts():
+    """``'one per thread'`` where this process's JAX lowers so, ``'one per program'`` where it lowers as JAX
+    does, ``None`` where JAX is not loaded."""
+    import sys
+
+    mlir = sys.modules.get("jax._src.interpreters.mlir")
+    if mlir is None:
+        return None
+    return "one per thread" if getattr(mlir.make_ir_context, "shared", False) else "one per program"
