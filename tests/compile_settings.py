@@ -12,11 +12,15 @@ The tests' programs are tiny and most run a few times, so building them costs fa
   simplification, operator fusion), which rewrites each graph before its first run. The same operations run,
   unfused; the results differ in the last bits (a seq2seq's loss after 10 epochs by 6e-7 relative), well
   inside the tolerances of the tests, which compare runs of one setting with each other or with the NumPy
-  reference. Measured on the whole TensorFlow suite, side by side with grappler on (2026-11-30, Intel Xeon):
-  379 against 415 CPU-s of user time; 10 epochs of the book's seq2seq 6.4-7.5 against 8.5-9.3 s. The
-  benchmarks (``bench/``) keep TensorFlow's default, the setting users train with.
+  reference. The benchmarks (``bench/``) keep TensorFlow's default, the setting users train with.
+- **TensorFlow records no creation stack for the operations it traces**: it keeps the Python stack of the
+  moment with each operation it adds to a graph (for its error messages), ~65 us an operation under pytest's
+  deep stacks, 0.5 of the 5-6 CPU-s that 2 epochs of the book's seq2seq took. A graph error still fails its
+  test; its message no longer says where the operation was made.
 
-JAX's compiler flags are environment variables, set in ``tests/conftest.py`` before JAX loads.
+The two together, measured on the whole TensorFlow suite side by side with neither (2026-11-30, Intel Xeon):
+340 against 416 CPU-s. JAX's compiler flags are environment variables, set in ``tests/conftest.py`` before JAX
+loads.
 """
 
 import threading
@@ -33,6 +37,7 @@ def apply(backend):
         import tensorflow as tf
 
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        record_no_creation_stacks()
 
 
 def in_effect():
@@ -43,8 +48,27 @@ def in_effect():
         return f"JAX lowering: {lowering_contexts()}"
     if "tensorflow" in sys.modules:
         options = sys.modules["tensorflow"].config.optimizer.get_experimental_options()
-        return f"TensorFlow's grappler: {'off' if options.get('disable_meta_optimizer') else 'on'}"
+        stacks = sys.modules["tensorflow.python.util.tf_stack"].extract_stack
+        return (f"TensorFlow's grappler: {'off' if options.get('disable_meta_optimizer') else 'on'}, "
+                f"creation stacks: {'none' if getattr(stacks, 'empty', False) else 'recorded'}")
     return None
+
+
+def record_no_creation_stacks():
+    """Make TensorFlow give each operation it adds to a graph an empty creation stack, not the Python stack
+    of the moment; a TensorFlow without that (private) function is left as it is."""
+    from tensorflow.python.util import tf_stack
+
+    extract_stack = getattr(tf_stack, "extract_stack", None)
+    if extract_stack is None or getattr(extract_stack, "empty", False):
+        return
+    empty = extract_stack(stacklevel=1_000_000)  # more frames skipped than any stack has
+
+    def no_stack(stacklevel=1):
+        return empty
+
+    no_stack.empty = True
+    tf_stack.extract_stack = no_stack
 
 
 def lower_in_one_context_per_thread():
