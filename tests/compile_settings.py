@@ -23,6 +23,7 @@ The two together, measured on the whole TensorFlow suite side by side with neith
 loads.
 """
 
+import sys
 import threading
 
 #: What the notebook kernel runs as it starts (``tests/chapters``): the same settings as the test process.
@@ -42,60 +43,66 @@ def apply(backend):
 
 def in_effect():
     """Which of the settings above this process runs with: a short description, or None."""
-    import sys
-
-    if "jax._src.interpreters.mlir" in sys.modules:
-        return f"JAX lowering: {lowering_contexts()}"
+    lowering = lowering_contexts()
+    if lowering is not None:
+        return f"JAX lowering: {lowering}"
     if "tensorflow" in sys.modules:
         options = sys.modules["tensorflow"].config.optimizer.get_experimental_options()
-        stacks = sys.modules["tensorflow.python.util.tf_stack"].extract_stack
+        stacks = _replaced(sys.modules["tensorflow.python.util.tf_stack"].extract_stack)
         return (f"TensorFlow's grappler: {'off' if options.get('disable_meta_optimizer') else 'on'}, "
-                f"creation stacks: {'none' if getattr(stacks, 'empty', False) else 'recorded'}")
+                f"creation stacks: {'none' if stacks else 'recorded'}")
     return None
+
+
+def _replace(module, name, replacement_for):
+    """Put ``replacement_for(original)`` in place of ``module.name``, once however often this runs; a module
+    without that (private) name is left as it is."""
+    original = getattr(module, name, None)
+    if original is None or _replaced(original):
+        return
+    replacement = replacement_for(original)
+    replacement.test_setting = True
+    setattr(module, name, replacement)
+
+
+def _replaced(function):
+    """Whether ``function`` is one of the replacements above."""
+    return getattr(function, "test_setting", False)
 
 
 def record_no_creation_stacks():
     """Make TensorFlow give each operation it adds to a graph an empty creation stack, not the Python stack
-    of the moment; a TensorFlow without that (private) function is left as it is."""
+    of the moment."""
     from tensorflow.python.util import tf_stack
 
-    extract_stack = getattr(tf_stack, "extract_stack", None)
-    if extract_stack is None or getattr(extract_stack, "empty", False):
-        return
-    empty = extract_stack(stacklevel=1_000_000)  # more frames skipped than any stack has
+    def no_stacks(extract_stack):
+        empty = extract_stack(stacklevel=1_000_000)  # more frames skipped than any stack has
+        return lambda stacklevel=1: empty
 
-    def no_stack(stacklevel=1):
-        return empty
-
-    no_stack.empty = True
-    tf_stack.extract_stack = no_stack
+    _replace(tf_stack, "extract_stack", no_stacks)
 
 
 def lower_in_one_context_per_thread():
-    """Make JAX's ``make_ir_context`` hand each thread one context; a JAX without that (private) name is
-    left as it is."""
+    """Make JAX's ``make_ir_context`` hand each thread one context."""
     from jax._src.interpreters import mlir
 
-    make_context = getattr(mlir, "make_ir_context", None)
-    if make_context is None or getattr(make_context, "shared", False):
-        return
-    contexts = threading.local()
+    def one_per_thread(make_context):
+        contexts = threading.local()
 
-    def shared_context():
-        if not hasattr(contexts, "context"):
-            contexts.context = make_context()
-        return contexts.context
+        def shared_context():
+            if not hasattr(contexts, "context"):
+                contexts.context = make_context()
+            return contexts.context
 
-    shared_context.shared = True
-    mlir.make_ir_context = shared_context
+        return shared_context
+
+    _replace(mlir, "make_ir_context", one_per_thread)
 
 
 def lowering_contexts():
     """``'one per thread'`` where this process's JAX lowers so, ``'one per program'`` where it lowers as JAX
     does, ``None`` where JAX is not loaded."""
-    import sys
-
     mlir = sys.modules.get("jax._src.interpreters.mlir")
     if mlir is None:
         return None
-    return "one per thread" if getattr(mlir.make_ir_context, "shared", False) else "one per program"
+    return "one per thread" if _replaced(mlir.make_ir_context) else "one per program"
