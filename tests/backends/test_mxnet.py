@@ -76,7 +76,8 @@ def test_an_engine_the_user_chose_is_kept():
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_adams_update_is_one_cached_graph_that_computes_the_formula_to_the_bit(rng, weight_decay):
+def test_adams_update_computes_the_formula_to_the_bit_in_numpy_on_the_cpu_and_as_one_graph_elsewhere(
+        rng, weight_decay):
     import mxnet as mx
 
     from d2lrnn.backends import _common
@@ -85,29 +86,34 @@ def test_adams_update_is_one_cached_graph_that_computes_the_formula_to_the_bit(r
         shapes = [(7, 5), (5, 5), (5,), (5, 7), (7,)]
         P, G, M = ([mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in shapes] for _ in range(3))
         V = [mx.nd.array(np.abs(rng.standard_normal(s)).astype(np.float32)) for s in shapes]
+        given = [[a.asnumpy() for a in arrays] for arrays in (P, G, M, V)]
         scalars = mx.nd.array(np.array([0.01, 1 / (1 - 0.9 ** 3), 1 / (1 - 0.999 ** 3)], np.float32))
         backend._adam_graph.cache_clear()
-        fused = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
-        assert backend._adam_graph.cache_info().currsize == 1  # the graph, not the operators one by one
+        on_host = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
+        assert backend._adam_graph.cache_info().currsize == 0  # on the CPU: NumPy, no graph
+        graph = backend._adam_graph(tuple(shapes), str(mx.cpu()), 0.9, 0.999, 1e-8, weight_decay)
+        as_graph = graph(scalars, *P, *G, *M, *V)  # what a GPU runs
         with mx.util.np_array(False):
             formula = _common.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay, backend.sqrt)
-        for got, expected in zip(fused, formula):
-            for a, b in zip(got, expected):
-                np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
-        kept = [[a.asnumpy() for a in arrays] for arrays in fused]
-        backend.adam_update(fused[0], G, fused[1], fused[2], scalars, 0.9, 0.999, 1e-8, weight_decay)
-        assert backend._adam_graph.cache_info().hits == 1  # built once for these shapes
-        for arrays, values in zip(fused, kept):  # a call's outputs are its own: the next does not reuse them
+        for got, graphs, expected in zip(on_host, (as_graph[:5], as_graph[5:10], as_graph[10:]), formula):
+            for a, b, c in zip(got, graphs, expected):
+                np.testing.assert_array_equal(a.asnumpy(), c.asnumpy())
+                np.testing.assert_array_equal(b.asnumpy(), c.asnumpy())
+        for arrays, values in zip((P, G, M, V), given):  # the inputs stay as they were
             for a, b in zip(arrays, values):
                 np.testing.assert_array_equal(a.asnumpy(), b)
-        with mx.autograd.record():  # the graph has no gradient: recorded, the operators run
+        kept = [[a.asnumpy() for a in arrays] for arrays in on_host]
+        backend.adam_update(on_host[0], G, on_host[1], on_host[2], scalars, 0.9, 0.999, 1e-8, weight_decay)
+        for arrays, values in zip(on_host, kept):  # a call's outputs are its own: the next keeps them
+            for a, b in zip(arrays, values):
+                np.testing.assert_array_equal(a.asnumpy(), b)
+        with mx.autograd.record():  # recorded, the operators run (NumPy has no gradient)
             recorded = backend.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay)
-        assert backend._adam_graph.cache_info().hits == 1
-        np.testing.assert_array_equal(recorded[0][0].asnumpy(), fused[0][0].asnumpy())
+        np.testing.assert_array_equal(recorded[0][0].asnumpy(), on_host[0][0].asnumpy())
         as_floats = [float(v) for v in scalars.asnumpy()]  # numbers as a reader may pass them: the operators
         from_floats = backend.adam_update(P, G, M, V, as_floats, 0.9, 0.999, 1e-8, weight_decay)
-        assert backend._adam_graph.cache_info().hits == 1
-        np.testing.assert_allclose(from_floats[0][0].asnumpy(), fused[0][0].asnumpy(), rtol=1e-6)
+        np.testing.assert_allclose(from_floats[0][0].asnumpy(), on_host[0][0].asnumpy(), rtol=1e-6)
+        assert backend._adam_graph.cache_info().currsize == 1  # only the graph built above
 
 
 T, B, H = 5, 3, 4  # steps, rows, hidden units
