@@ -405,36 +405,14 @@ def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=
 
 
 def _adam_on_host(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay):
-    """``_common.adam_update`` in NumPy, in place on copies of the arrays: the same IEEE float32 operations in
-    the same order as MXNet's operators, so the same bits, in fewer passes over memory.
-
-    MXNet's CPU ``sqrt`` is not vectorised (3.8 ms for 851k floats on an Intel Xeon, NumPy's 0.36), and each
-    operator of the graph writes a new array: the book's seq2seq model at 256 hidden units (4.6M parameters)
-    took 99 ms an update as the graph and 42 ms this way, on two threads (bench/RESULTS.md)."""
-    lr, c1, c2 = (np.float32(v) for v in scalars.asnumpy())
-    b1, b2, eps, decay = (np.float32(v) for v in (beta1, beta2, eps, weight_decay))
-    one_minus_b1, one_minus_b2 = np.float32(1.0 - beta1), np.float32(1.0 - beta2)  # in double, as the formula
-    new_params, new_Ms, new_Vs = [], [], []
-    for P, G, M, V in zip(params, grads, Ms, Vs):
-        P, G, M, V = P.asnumpy(), G.asnumpy(), M.asnumpy(), V.asnumpy()  # copies: the inputs stay as they are
-        M *= b1
-        M += G * one_minus_b1
-        V *= b2
-        G2 = G * G
-        G2 *= one_minus_b2
-        V += G2
-        step = M * c1
-        denominator = V * c2
-        np.sqrt(denominator, out=denominator)
-        denominator += eps
-        step /= denominator
-        if weight_decay:
-            step += P * decay
-        step *= lr
-        P -= step
-        for arrays, A in ((new_params, P), (new_Ms, M), (new_Vs, V)):
-            arrays.append(nd.from_numpy(A, zero_copy=True))
-    return new_params, new_Ms, new_Vs
+    """``_common.adam_update_in_place`` on NumPy copies of the arrays: the bits of MXNet's operators, in
+    fewer passes over memory. MXNet's CPU ``sqrt`` is not vectorised (3.8 ms for 851k floats on an Intel Xeon,
+    NumPy's 0.36), and each operator of the graph writes a new array: the book's seq2seq model at 256 hidden
+    units (4.6M parameters) took 99 ms an update as the graph and 42 ms this way, on two threads
+    (bench/RESULTS.md)."""
+    copies = [[T.asnumpy() for T in arrays] for arrays in (params, grads, Ms, Vs)]
+    updated = _common.adam_update_in_place(*copies, scalars.asnumpy(), beta1, beta2, eps, weight_decay)
+    return tuple([nd.from_numpy(A, zero_copy=True) for A in arrays] for arrays in updated)
 
 
 @functools.lru_cache(maxsize=16)

@@ -260,6 +260,10 @@ def nonfinite_probe(tensors):
 
 
 def adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay=0.0):
+    params, grads, Ms, Vs = list(params), list(grads), list(Ms), list(Vs)
+    if all(type(T) is np.ndarray for T in (*params, *grads, *Ms, *Vs)):  # not autograd's boxes
+        P, M, V = ([T.copy() for T in arrays] for arrays in (params, Ms, Vs))  # the inputs stay as they are
+        return _common.adam_update_in_place(P, grads, M, V, scalars, beta1, beta2, eps, weight_decay)
     return _common.adam_update(params, grads, Ms, Vs, scalars, beta1, beta2, eps, weight_decay, sqrt)
 
 

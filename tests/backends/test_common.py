@@ -102,3 +102,27 @@ def test_numpy_dtype_reads_numpy_names_and_frameworks_dtypes():
     assert numpy_dtype(_FakeTfDtype()) == np.int32
     with pytest.raises(d2l.ArgumentError, match=r"dtype .*not one d2lrnn knows: give a NumPy dtype"):
         numpy_dtype(_FakeTorchDtype("torch.fancy8"))
+
+
+@pytest.mark.once  # NumPy arrays only (the mxnet env's older NumPy: tests/backends/test_mxnet.py)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adams_update_in_place_gives_the_formulas_bits(rng, dtype, weight_decay):
+    from d2lrnn.backends import _common
+
+    shapes = [(7, 5), (300,), (64, 33)]
+    P, G, M = ([rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(3))
+    V = [np.abs(rng.standard_normal(s)).astype(dtype) for s in shapes]
+    G_before = [g.copy() for g in G]
+    as_tensor = np.array([0.01, 1 / (1 - 0.9 ** 3), 1 / (1 - 0.999 ** 3)], np.float32)
+    for scalars in (as_tensor, [float(v) for v in as_tensor]):
+        formula = _common.adam_update(P, G, M, V, scalars, 0.9, 0.999, 1e-8, weight_decay, np.sqrt)
+        copies = [[a.copy() for a in arrays] for arrays in (P, M, V)]
+        in_place = _common.adam_update_in_place(copies[0], G, copies[1], copies[2], scalars, 0.9, 0.999, 1e-8,
+                                                weight_decay)
+        for got, expected in zip(in_place, formula):
+            for a, b in zip(got, expected):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+    for g, before in zip(G, G_before):  # the gradients are read, not written
+        np.testing.assert_array_equal(g, before)
