@@ -8,6 +8,8 @@ so a caller can write ``lr = checks.positive_number("lr", lr)``.
 import math
 import numbers
 
+import numpy as np
+
 from .errors import ArgumentError
 
 
@@ -26,6 +28,13 @@ def integer(name, value, minimum=None, hint=""):
     if minimum is not None and value < minimum:
         raise ArgumentError(f"{name} must be at least {minimum}, got {value}{hint}")
     return int(value)
+
+
+def flag(name, value, hint=""):
+    """``value`` as a ``bool``: True or False (NumPy's too), not a number or a string that looks like one."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"{name} must be True or False, got {value!r}{hint}")
+    return bool(value)
 
 
 def positive_int(name, value, hint=""):

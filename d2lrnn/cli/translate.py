@@ -38,6 +38,7 @@ from .args import (
     nonnegative_int,
     positive_float,
     positive_int,
+    yes_no,
 )
 from .command import SCHEDULES, TrainingCommand, refuse_too_large, register
 from .saving import png_writer
@@ -45,9 +46,11 @@ from .saving import png_writer
 #: The settings of a translation run (``d2lrnn translate-train``), their defaults, and what ``--resume``
 #: restores. ``pairs`` None: the bundled English-French pairs; ``num_examples`` None: all of them;
 #: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer), ``embed_dropout``
-#: on the embedded words, ``output_dropout`` on the decoder's states before its output layer.
+#: on the embedded words, ``output_dropout`` on the decoder's states before its output layer; ``attention``
+#: gives the decoder global attention over the source words.
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
-                      "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "batch_size": 64,
+                      "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
+                      "batch_size": 64,
                       "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
                       "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
@@ -62,12 +65,12 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
                    "embed_dropout": dropout_rate, "output_dropout": dropout_rate, "warmup": nonnegative_int,
-                   "ema": decay_rate}
+                   "ema": decay_rate, "attention": yes_no}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved, and the values a run saved without them used.
 TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0,
-                   "schedule": "constant", "warmup": 0, "ema": 0.0}
+                   "schedule": "constant", "warmup": 0, "ema": 0.0, "attention": False}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -82,9 +85,9 @@ def pairs_name(pairs):
 
 
 def translation_model_name(args):
-    """``2-layer GRU encoder-decoder``."""
+    """``2-layer GRU encoder-decoder`` (``... with attention``)."""
     layers = f"{args.num_layers}-layer " if args.num_layers > 1 else ""
-    return f"{layers}GRU encoder-decoder"
+    return f"{layers}GRU encoder-decoder{' with attention' * bool(getattr(args, 'attention', False))}"
 
 
 def _pairs_digest(train_iter, val_iter):
@@ -147,7 +150,7 @@ class TranslationCommand(TrainingCommand):
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
     model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
                       "num_layers": "num_layers", "dropout": "dropout", "embed_dropout": "embed_dropout",
-                      "output_dropout": "output_dropout"}
+                      "output_dropout": "output_dropout", "attention": "attention"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -169,6 +172,9 @@ class TranslationCommand(TrainingCommand):
                 metavar="P")
         setting("--output-dropout", "dropout of the decoder's states before its output layer while training",
                 metavar="P")
+        p.add_argument("--attention", action="store_true", default=None,
+                       help="give the decoder global attention over the source words (Luong et al. 2015): "
+                            "each output step also reads a weighted sum of the encoder's states")
         setting("--batch-size", "sentence pairs per minibatch", metavar="N")
         setting("--num-steps", "tokens per sentence: longer ones are cut, shorter ones padded", metavar="N")
         setting("--num-examples", "use only the first N pairs of the file", metavar="N")
@@ -227,7 +233,8 @@ class TranslationCommand(TrainingCommand):
         shapes = parameter_shapes({"cell": "gru", "src_vocab_size": len(src_vocab),
                                    "tgt_vocab_size": len(tgt_vocab), "embed_size": args.embed_size,
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
-                                   "dropout": args.dropout, "reset_after": True})
+                                   "dropout": args.dropout, "reset_after": True,
+                                   "attention": bool(args.attention)})
         tokens = args.batch_size * args.num_steps  # per batch, in the encoder and in the decoder
         need = training_bytes(sum(math.prod(shape) for shape in shapes.values()), args.optimizer, "gru",
                               2 * tokens * args.hidden * args.num_layers, tokens * len(tgt_vocab))
@@ -256,13 +263,14 @@ class TranslationCommand(TrainingCommand):
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
                 f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
-                f"hidden units{dropout} | {training} | batch "
+                f"hidden units{', attention' * bool(args.attention)}{dropout} | {training} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
                             args.num_layers, args.dropout, rnn=args.model, device=args.placement,
-                            embed_dropout=args.embed_dropout, output_dropout=args.output_dropout)
+                            embed_dropout=args.embed_dropout, output_dropout=args.output_dropout,
+                            attention=bool(args.attention))
 
     def load_run(self, path, args, data, digest):
         net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, args.placement, follow_symlinks=False)

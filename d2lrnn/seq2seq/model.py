@@ -13,6 +13,15 @@ state even while the decoder's own state moves on (``Seq2SeqDecoder.init_state``
 state as its first entry). Like the book, the encoder reads the padded sentence to its end (its
 ``<pad>`` tokens included), so a sentence translates the same alone or in a batch.
 
+With ``attention=True`` the decoder also looks back at every source word (Luong et al. 2015: global
+attention with the "general" score, after the recurrent layers)::
+
+    a_t't = softmax over t of S_t' W_a H_t^T (the source's valid steps only),   c_t' = sum_t a_t't H_t
+    O_t' = tanh([S_t', c_t'] W_c + b_c) W_hq + b_q
+
+so the one vector c is no longer all the decoder knows of a long sentence. The recurrent layers still
+run over the whole target at once, since the attention reads their outputs, not their inputs.
+
 As for the language models, parameters are one flat list of tensors with a name each
 (``encoder.embedding``, ``encoder.W_xz``, ..., ``decoder.W_hq``, ``decoder.b_q``); ``forward``
 takes them as its first argument, so ``value_and_grad`` differentiates it on every backend. The
@@ -27,6 +36,7 @@ from ..errors import ArgumentError
 from ..keys import device_key, key_of, own
 from ..models.native import NativeLayer
 from ..models.stack import RecurrentStack, check_dropout
+from .loss import _sequence_mask
 
 #: What the ``rnn`` argument of the encoder and decoder accepts besides a framework layer.
 RNN_KINDS = ("scratch", "concise")
@@ -128,7 +138,7 @@ def _part_key(part):
     if layer is None or not own(part):
         return None
     return (type(part), layer, part.vocab_size, part.embed_size, getattr(part, "embed_dropout", 0.0),
-            getattr(part, "output_dropout", 0.0), device_key(part.device))
+            getattr(part, "output_dropout", 0.0), getattr(part, "attention", False), device_key(part.device))
 
 
 class Seq2SeqEncoder(Encoder):
@@ -178,27 +188,45 @@ class Seq2SeqDecoder(Decoder):
     the encoder's ``num_hiddens`` and ``num_layers``). ``forward(params, X, state)`` takes X (batch,
     num_steps) of target indices and returns the logits (batch, num_steps, vocab_size) and the new
     state. ``rnn``, ``cell``, ``reset_after``, ``embed_dropout``: as for :class:`Seq2SeqEncoder`;
-    ``output_dropout`` drops units of the last layer's states before the dense layer in training.
+    ``output_dropout`` drops units of the last layer's states (with ``attention``, of the attentional
+    states) before the dense layer in training. ``attention=True`` adds global attention over the source
+    (the module docstring; parameters ``W_a``, ``W_c``, ``b_c``), and ``init_state`` then also keeps the
+    encoder's states (batch, num_steps, num_hiddens) and the source's mask (batch, num_steps) from its
+    valid lengths: ``(context, H, mask) + state``.
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
-                 cell="gru", reset_after=None, device=None, embed_dropout=0.0, output_dropout=0.0):
+                 cell="gru", reset_after=None, device=None, embed_dropout=0.0, output_dropout=0.0,
+                 attention=False):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(tgt_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
         self.embed_dropout = check_dropout(embed_dropout, "embed_dropout")
         self.output_dropout = check_dropout(output_dropout, "output_dropout")
+        self.attention = checks.flag("attention", attention)
         num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
                                    reset_after)
         self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
+        h = num_hiddens
+        attention_shapes = [(h, h), (2 * h, h), (h,)] if self.attention else []
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
-            init_weights(self.rnn.shapes() + [(num_hiddens, self.vocab_size), (self.vocab_size,)], device)
-        self.param_names = ("embedding",) + self.rnn.names + ("W_hq", "b_q")
+            init_weights(self.rnn.shapes() + attention_shapes + [(h, self.vocab_size), (self.vocab_size,)],
+                         device)
+        attention_names = ("W_a", "W_c", "b_c") if self.attention else ()
+        self.param_names = ("embedding",) + self.rnn.names + attention_names + ("W_hq", "b_q")
 
     def init_state(self, enc_outputs, *args):
-        _, state = enc_outputs
+        outputs, state = enc_outputs
         context = state[-len(self.rnn.cell.state_names)]  # H of the last layer (LSTM: before its C)
-        return (context,) + tuple(state)
+        if not self.attention:
+            return (context,) + tuple(state)
+        H = ops.transpose(outputs, (1, 0, 2))  # batch first, as every entry of the state, for beam search
+        batch, steps = ops.shape(H)[:2]
+        mask = ops.ones((batch, steps), device=ops.device_of(H))
+        valid_len = args[0] if args else None
+        if valid_len is not None:
+            mask = _sequence_mask(mask, ops.to_device(valid_len, ops.device_of(H)))
+        return (context, H, mask) + tuple(state)
 
     def checked(self, X, *args):
         return (checked_indices("X", X, self.vocab_size, "the target vocabulary"), *args)
@@ -208,18 +236,36 @@ class Seq2SeqDecoder(Decoder):
         return _part_key(self)
 
     def forward(self, params, X, state, training=False):
-        context, rnn_state = state[0], tuple(state[1:])
+        kept = 3 if self.attention else 1  # (context,) or (context, H, mask): the state's fixed entries
+        context, rnn_state = state[0], tuple(state[kept:])
+        rnn_params = params[1:1 + len(self.rnn.names)]
         X = ops.to_device(X, self.device)
         E = embedded(params[0], X, self.embed_dropout if training else 0.0)
         if getattr(self.rnn, "native", None) is None:  # the cell's own recurrence
-            Hs, rnn_state = self.rnn.forward(self.fold_context(params[1:-2], context), E, rnn_state, training)
+            Hs, rnn_state = self.rnn.forward(self.fold_context(rnn_params, context), E, rnn_state, training)
         else:  # a framework layer reads [E_t, c] at every step
             C = ops.zeros((ops.shape(E)[0], 1, 1), device=self.device) + context
-            Hs, rnn_state = self.rnn.forward(params[1:-2], ops.concat([E, C], 2), rnn_state, training)
+            Hs, rnn_state = self.rnn.forward(rnn_params, ops.concat([E, C], 2), rnn_state, training)
+        S = ops.transpose(Hs, (1, 0, 2))  # (batch, num_steps, num_hiddens)
+        if self.attention:
+            S = self.attend(params[-5:-2], S, *state[1:3])
         if training and self.output_dropout:
-            Hs = ops.dropout(Hs, self.output_dropout)
-        O = ops.matmul(ops.transpose(Hs, (1, 0, 2)), params[-2]) + params[-1]  # (batch, num_steps, vocab)
-        return O, (context,) + rnn_state
+            S = ops.dropout(S, self.output_dropout)
+        O = ops.matmul(S, params[-2]) + params[-1]  # (batch, num_steps, vocab)
+        return O, tuple(state[:kept]) + rnn_state
+
+    @staticmethod
+    def attend(params, S, H, mask):
+        """The attentional states tanh([S_t', c_t'] W_c + b_c) for the decoder's states S (batch, T', h),
+        with c_t' = sum_t softmax_t(S_t' W_a H_t^T) H_t over the encoder's states H (batch, T, h) where
+        ``mask`` (batch, T) is 1."""
+        W_a, W_c, b_c = params
+        scores = ops.matmul(ops.matmul(S, W_a), ops.transpose(H, (0, 2, 1)))  # (batch, T', T)
+        # Padding gets a score of -1e6, not -inf: exp gives exactly 0 without inf - inf in the gradient.
+        mask = ops.reshape(mask, (ops.shape(mask)[0], 1, ops.shape(mask)[1]))
+        A = ops.softmax(scores * mask - 1e6 * (1 - mask), axis=-1)
+        C = ops.matmul(A, H)  # (batch, T', h)
+        return ops.tanh(ops.matmul(ops.concat([S, C], 2), W_c) + b_c)
 
 
     def fold_context(self, params, context):
@@ -326,18 +372,20 @@ class EncoderDecoder(_Module):
                 "src_vocab_size": enc.vocab_size, "tgt_vocab_size": dec.vocab_size,
                 "embed_size": enc.embed_size, "num_hiddens": enc.num_hiddens, "num_layers": layer.num_layers,
                 "dropout": layer.dropout, "reset_after": layer.cell.reset_after,
-                "embed_dropout": enc.embed_dropout, "output_dropout": dec.output_dropout}
+                "embed_dropout": enc.embed_dropout, "output_dropout": dec.output_dropout,
+                "attention": dec.attention}
 
 
 def make_seq2seq(src_vocab_size, tgt_vocab_size, embed_size=32, num_hiddens=32, num_layers=2, dropout=0.1,
                  rnn="scratch", cell="gru", reset_after=None, device=None, embed_dropout=0.0,
-                 output_dropout=0.0):
+                 output_dropout=0.0, attention=False):
     """The chapter's model: ``EncoderDecoder(Seq2SeqEncoder(...), Seq2SeqDecoder(...))`` (defaults: the
     book's sizes, whose only dropout is ``dropout``, between the recurrent layers). ``embed_dropout``
     acts on the embedded words of encoder and decoder, ``output_dropout`` on the decoder's states before
-    its dense layer, both in training only. The encoder's parameters are drawn first, then the decoder's."""
+    its dense layer, both in training only; ``attention`` gives the decoder global attention over the
+    source words (:class:`Seq2SeqDecoder`). The encoder's parameters are drawn first, then the decoder's."""
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
                              reset_after, device, embed_dropout)
     decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
-                             reset_after, device, embed_dropout, output_dropout)
+                             reset_after, device, embed_dropout, output_dropout, attention)
     return EncoderDecoder(encoder, decoder)

@@ -246,3 +246,92 @@ def test_folding_the_context_into_the_biases_is_concatenating_it(rng, cell):
     Hs, _ = decoder.rnn.forward(decoder.params[1:-2], inputs, tuple(state[1:]))
     concatenated = ops.matmul(ops.transpose(Hs, (1, 0, 2)), decoder.params[-2]) + decoder.params[-1]
     np.testing.assert_allclose(ops.to_numpy(folded), ops.to_numpy(concatenated), rtol=1e-5, atol=1e-6)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _attended_by_hand(net, X, X_valid_len, Y_in):
+    """The one-layer attention model's logits from the module docstring's equations, in NumPy (float64)."""
+    named = {n: ops.to_numpy(p).astype(np.float64) for n, p in net.named_params().items()}
+    enc = {n[8:]: v for n, v in named.items() if n.startswith("encoder.")}
+    dec = {n[8:]: v for n, v in named.items() if n.startswith("decoder.")}
+    states, Hs = [], np.zeros((X.shape[0], H))
+    for t in range(X.shape[1]):
+        Hs = _gru_step(enc["embedding"][X[:, t]], Hs, enc)
+        states.append(Hs)
+    H_all = np.stack(states, 1)  # (batch, T, h)
+    valid = np.arange(X.shape[1])[None, :] < X_valid_len[:, None]
+    context, S, logits = Hs, Hs, []
+    for t in range(Y_in.shape[1]):
+        S = _gru_step(np.concatenate([dec["embedding"][Y_in[:, t]], context], 1), S, dec)
+        scores = np.einsum("bh,bth->bt", S @ dec["W_a"], H_all)
+        a = _softmax(np.where(valid, scores, -np.inf))  # padding: weight exactly 0
+        c = np.einsum("bt,bth->bh", a, H_all)
+        logits.append(np.tanh(np.concatenate([S, c], 1) @ dec["W_c"] + dec["b_c"]) @ dec["W_hq"] + dec["b_q"])
+    return np.stack(logits, 1)
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+def test_attention_equals_the_equations_by_hand_and_ignores_the_padding(rng, rnn):
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0, rnn=rnn, attention=True)
+    assert net.param_names[-5:] == tuple("decoder." + n for n in ("W_a", "W_c", "b_c", "W_hq", "b_q"))
+    assert net.config()["attention"] is True
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]
+    X, Y_in, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4)), np.array([5, 2, 3])
+    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
+    np.testing.assert_allclose(ops.to_numpy(Y_hat), _attended_by_hand(net, X, X_valid_len, Y_in),
+                               rtol=1e-4, atol=1e-5)
+    # the encoder's states past a sentence's length change nothing: their weights are 0
+    state = net.encode(net.params, ops.from_numpy(X), ops.from_numpy(X_valid_len))
+    H_enc = ops.to_numpy(state[1]).copy()
+    np.testing.assert_array_equal(ops.to_numpy(state[2]), np.arange(5)[None, :] < X_valid_len[:, None])
+    H_enc[1, 2:] = 100.0
+    moved = (state[0], ops.from_numpy(H_enc)) + tuple(state[2:])
+    np.testing.assert_array_equal(ops.to_numpy(net.decode(net.params, ops.from_numpy(Y_in), moved)[0]),
+                                  ops.to_numpy(Y_hat))
+
+
+def test_attention_decoding_step_by_step_equals_at_once_and_beam_search_reorders_its_state(rng):
+    """The state's encoder states and mask ride along each step unchanged; a beam of one is greedy search."""
+    from d2lrnn.seq2seq.decode import beam_search, greedy_search
+
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, attention=True)
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]
+    X, X_valid_len = _tokens(rng, (3, 6), V_SRC), ops.from_numpy(np.array([6, 2, 4]))
+    Y_in = rng.integers(0, V_TGT, (3, 5))
+    state = net.encode(net.params, X, X_valid_len)
+    at_once, _ = net.decode(net.params, ops.from_numpy(Y_in), state)
+    steps = []
+    for t in range(5):
+        Y, state = net.decode(net.params, ops.from_numpy(Y_in[:, t:t + 1]), state)
+        steps.append(ops.to_numpy(Y)[:, 0])
+    np.testing.assert_allclose(np.stack(steps, 1), ops.to_numpy(at_once), rtol=1e-5, atol=1e-6)
+    greedy = greedy_search(net, X, X_valid_len, 1, 2, 6)
+    assert beam_search(net, X, X_valid_len, 1, 2, 6, beam_size=1) == greedy
+    assert len(set(map(tuple, greedy))) > 1  # the three sentences decode differently
+    four = beam_search(net, X, X_valid_len, 1, 2, 6, beam_size=3)
+    assert four == [beam_search(net, X[i:i + 1], X_valid_len[i:i + 1], 1, 2, 6, beam_size=3)[0]
+                    for i in range(3)]
+
+
+def test_attention_outputs_and_gradients_equal_the_numpy_reference():
+    rng = np.random.default_rng(4)
+    X, Y, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 5)), np.array([5, 1, 3])
+
+    def run(X, Y, X_valid_len):
+        d2l.manual_seed(0)
+        net = make_seq2seq(V_SRC, V_TGT, E, H, 2, 0.0, attention=True)
+        Y_hat, state = net(X, Y, X_valid_len)
+
+        def loss(params):
+            return masked_token_loss(net.forward(params, X, Y, X_valid_len)[0], Y, X_valid_len)
+
+        _, grads = ops.value_and_grad(loss)(net.params)
+        return (Y_hat,) + tuple(state) + tuple(grads)
+
+    assert_parity(run, [X, Y, X_valid_len])
