@@ -263,7 +263,7 @@ class TranslationCommand(TrainingCommand):
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
                 f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
-                f"hidden units{', attention' * bool(args.attention)}{dropout} | {training} | batch "
+                f"hidden units{dropout} | {training} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
     def build(self, args, data):

@@ -328,7 +328,7 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
     printed = capsys.readouterr().out
     rates = f"dropout {D['dropout']:g}, embedding dropout 0.1, output dropout 0.2"
     assert "GRU encoder-decoder with attention (concise)" in printed
-    assert f"hidden units, attention, {rates} | Adam" in printed
+    assert f"hidden units, {rates} | Adam" in printed
     out = tmp_path / "runs" / f"translate-{backend}-concise-1"
     assert sorted(os.listdir(out)) == RUN_FILES
     assert "stopped after epoch 3 of 5: the 40 minutes of --minutes are used" in printed
