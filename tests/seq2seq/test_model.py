@@ -176,6 +176,10 @@ def test_bad_settings_are_one_line_errors():
         make_seq2seq(V_SRC, V_TGT, E, H, 2, embed_dropout=1)
     with pytest.raises(ArgumentError, match="output_dropout is -0.1"):
         Seq2SeqDecoder(V_TGT, E, H, output_dropout=-0.1)
+    for wrong in (1, "True", None):
+        with pytest.raises(ArgumentError, match=f"attention must be True or False, got {wrong!r}$"):
+            make_seq2seq(V_SRC, V_TGT, E, H, attention=wrong)
+    assert make_seq2seq(V_SRC, V_TGT, E, H, attention=np.bool_(True)).decoder.attention is True
     net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0)
     with pytest.raises(ArgumentError, match="expected"):
         net.params = net.params[:-1]
