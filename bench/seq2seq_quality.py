@@ -88,13 +88,14 @@ def run_all(backends, seeds, rnn, label_smoothing=0.0, dropouts=(0.0, 0.0), atte
     return sorted(results, key=lambda r: (order[r["backend"]], r["seed"]))
 
 
-def report(results, seeds, rnn, label_smoothing=0.0):
+def report(results, seeds, rnn, label_smoothing=0.0, flags=""):
+    """The section's text; ``flags`` are the command's model flags (``--attention``, the dropouts), if any."""
     first = seeds[0]
     smoothing = f" --label-smoothing {label_smoothing:g}" if label_smoothing else ""
-    title = (f"## The book's translation budget with label smoothing {label_smoothing:g} (issue 34)"
-             if label_smoothing else "## The book's translation budget on every backend (issue 14)")
+    title = (f"## The book's translation budget with `{(smoothing + flags).strip()}` (issue 34)"
+             if label_smoothing or flags else "## The book's translation budget on every backend (issue 14)")
     lines = [title, "",
-             f"`python bench/seq2seq_quality.py --seeds {' '.join(map(str, seeds))}{smoothing}`: "
+             f"`python bench/seq2seq_quality.py --seeds {' '.join(map(str, seeds))}{smoothing}{flags}`: "
              f"embedding 32, hidden 32, 2 GRU layers ({rnn}, the reset-after form), dropout 0.1, batch 64, "
              "10 steps, "
              "Adam lr 0.005, 300 epochs over the first 600 pairs, greedy decoding; the score is the mean "
@@ -147,10 +148,13 @@ def main():
         return
     results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing,
                       (args.embed_dropout, args.output_dropout), args.attention)
-    body = report(results, args.seeds, args.rnn, args.label_smoothing)
+    rates = (("embed-dropout", args.embed_dropout), ("output-dropout", args.output_dropout))
+    flags = "".join(f" --{name} {value:g}" for name, value in rates if value) + " --attention" * args.attention
+    body = report(results, args.seeds, args.rnn, args.label_smoothing, flags)
     print(body)
-    if not args.no_write:
-        write_section("seq2seq-book-smoothing" if args.label_smoothing else "seq2seq-book", body)
+    if not args.no_write:  # the hand-written sections of these settings (seq2seq-book-smoothing, ...) stay
+        name = "seq2seq-book" if not (args.label_smoothing or flags) else "seq2seq-book-settings"
+        write_section(name, body)
 
 
 if __name__ == "__main__":
