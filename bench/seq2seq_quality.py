@@ -149,7 +149,8 @@ def main():
     results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing,
                       (args.embed_dropout, args.output_dropout), args.attention)
     rates = (("embed-dropout", args.embed_dropout), ("output-dropout", args.output_dropout))
-    flags = "".join(f" --{name} {value:g}" for name, value in rates if value) + " --attention" * args.attention
+    flags = "".join(f" --{name} {value:g}" for name, value in rates if value)
+    flags += " --attention" * args.attention
     body = report(results, args.seeds, args.rnn, args.label_smoothing, flags)
     print(body)
     if not args.no_write:  # the hand-written sections of these settings (seq2seq-book-smoothing, ...) stay
