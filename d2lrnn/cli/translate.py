@@ -50,8 +50,7 @@ from .saving import png_writer
 #: gives the decoder global attention over the source words.
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
                       "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
-                      "batch_size": 64,
-                      "num_steps": 10, "num_examples": None, "min_freq": 2,
+                      "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
                       "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
                       "val_fraction": 0.1, "seed": 0}

@@ -20,7 +20,7 @@ from ..data.translation import RESERVED
 from ..errors import CheckpointError
 from ..models.stack import RecurrentStack, check_dropout
 from ..training import checkpoint as container
-from .model import RNN_KINDS, EncoderDecoder, make_seq2seq
+from .model import RNN_KINDS, EncoderDecoder, attention_shapes, make_seq2seq
 
 __all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq_checkpoint",
            "seq2seq_checkpoint_info", "parameter_shapes"]
@@ -30,8 +30,7 @@ MADE_BY = "d2lrnn translate-train"
 #: What ``info`` holds (see :func:`load_seq2seq_checkpoint`).
 INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "dropout", "reset_after",
              "embed_dropout", "output_dropout", "attention", "num_steps", "backend", "format_version",
-             "d2lrnn_version",
-             "hparams", "history", "resume")
+             "d2lrnn_version", "hparams", "history", "resume")
 
 #: Model settings added within format 2: a checkpoint saved before them used these.
 ADDED_MODEL_SETTINGS = {"embed_dropout": 0.0, "output_dropout": 0.0, "attention": False}
@@ -125,7 +124,7 @@ def parameter_shapes(config):
     shapes["decoder.embedding"] = (V_tgt, E)
     shapes.update({f"decoder.{n}": s for n, s in zip(dec.names, dec.shapes())})
     if config.get("attention", False):
-        shapes.update({"decoder.W_a": (h, h), "decoder.W_c": (2 * h, h), "decoder.b_c": (h,)})
+        shapes.update({f"decoder.{n}": s for n, s in attention_shapes(h).items()})
     shapes.update({"decoder.W_hq": (h, V_tgt), "decoder.b_q": (V_tgt,)})
     return shapes
 
@@ -179,8 +178,8 @@ def load_seq2seq_checkpoint(path, device=None, follow_symlinks=True):
     ``dropout``, ``reset_after``, ``embed_dropout``, ``output_dropout``, ``attention``), ``num_steps``,
     ``backend`` (where it was saved), ``format_version``, ``d2lrnn_version``, ``hparams``, ``history`` and
     ``resume`` (None but in a run's ``last.npz``). Anything that is not such a checkpoint is one
-    :class:`CheckpointError` line;
-    ``follow_symlinks=False`` refuses a symbolic link (what the command line reads in a run folder).
+    :class:`CheckpointError` line; ``follow_symlinks=False`` refuses a symbolic link (what the command line
+    reads in a run folder).
     """
     path, meta, arrays, src_vocab, tgt_vocab = _validated(path, follow_symlinks)
     net = container.build_model(path, lambda: make_seq2seq(

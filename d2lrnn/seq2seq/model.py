@@ -54,6 +54,13 @@ def init_weights(shapes, device=None):
     return [xavier_uniform(s, device) if len(s) == 2 else ops.zeros(s, device=device) for s in shapes]
 
 
+def attention_shapes(num_hiddens):
+    """``{name: shape}`` of the decoder's attention weights (``W_a``, ``W_c``, ``b_c``): what
+    ``attention=True`` adds before its dense layer, here and in checkpoints."""
+    h = num_hiddens
+    return {"W_a": (h, h), "W_c": (2 * h, h), "b_c": (h,)}
+
+
 def embedding_params(vocab_size, embed_size, device=None):
     """The embedding matrix (vocab_size, embed_size) ~ N(0, 1), the frameworks' default."""
     return ops.normal(0, 1, (vocab_size, embed_size), device=device)
@@ -207,13 +214,11 @@ class Seq2SeqDecoder(Decoder):
         self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
                                    reset_after)
         self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
-        h = num_hiddens
-        attention_shapes = [(h, h), (2 * h, h), (h,)] if self.attention else []
+        attention = attention_shapes(num_hiddens) if self.attention else {}
+        dense = [(num_hiddens, self.vocab_size), (self.vocab_size,)]
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
-            init_weights(self.rnn.shapes() + attention_shapes + [(h, self.vocab_size), (self.vocab_size,)],
-                         device)
-        attention_names = ("W_a", "W_c", "b_c") if self.attention else ()
-        self.param_names = ("embedding",) + self.rnn.names + attention_names + ("W_hq", "b_q")
+            init_weights(self.rnn.shapes() + list(attention.values()) + dense, device)
+        self.param_names = ("embedding",) + self.rnn.names + tuple(attention) + ("W_hq", "b_q")
 
     def init_state(self, enc_outputs, *args):
         outputs, state = enc_outputs
