@@ -47,9 +47,11 @@ from .saving import png_writer
 #: restores. ``pairs`` None: the bundled English-French pairs; ``num_examples`` None: all of them;
 #: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer), ``embed_dropout``
 #: on the embedded words, ``output_dropout`` on the decoder's states before its output layer; ``attention``
-#: gives the decoder global attention over the source words.
+#: gives the decoder global attention over the source words; ``tie_embeddings`` makes the decoder's embedding
+#: its output layer's weights.
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
                       "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
+                      "tie_embeddings": False,
                       "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
                       "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
@@ -64,12 +66,13 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
                    "embed_dropout": dropout_rate, "output_dropout": dropout_rate, "warmup": nonnegative_int,
-                   "ema": decay_rate, "attention": yes_no}
+                   "ema": decay_rate, "attention": yes_no, "tie_embeddings": yes_no}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved, and the values a run saved without them used.
 TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0,
-                   "schedule": "constant", "warmup": 0, "ema": 0.0, "attention": False}
+                   "schedule": "constant", "warmup": 0, "ema": 0.0, "attention": False,
+                   "tie_embeddings": False}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -149,7 +152,8 @@ class TranslationCommand(TrainingCommand):
     shown, renewable = _TRANSLATE_SHOWN, TRANSLATE_RENEWABLE
     model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
                       "num_layers": "num_layers", "dropout": "dropout", "embed_dropout": "embed_dropout",
-                      "output_dropout": "output_dropout", "attention": "attention"}
+                      "output_dropout": "output_dropout", "attention": "attention",
+                      "tie_embeddings": "tie_embeddings"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -174,6 +178,9 @@ class TranslationCommand(TrainingCommand):
         p.add_argument("--attention", action="store_true", default=None,
                        help="give the decoder global attention over the source words (Luong et al. 2015): "
                             "each output step also reads a weighted sum of the encoder's states")
+        p.add_argument("--tie-embeddings", action="store_true", default=None,
+                       help="use the decoder's word embedding as its output layer's weights (needs "
+                            "--embed-size equal to --hidden)")
         setting("--batch-size", "sentence pairs per minibatch", metavar="N")
         setting("--num-steps", "tokens per sentence: longer ones are cut, shorter ones padded", metavar="N")
         setting("--num-examples", "use only the first N pairs of the file", metavar="N")
@@ -199,6 +206,10 @@ class TranslationCommand(TrainingCommand):
         super().fill_settings(args)
         if args.num_layers == 1:
             args.dropout = 0.0
+        if args.tie_embeddings and args.embed_size != args.hidden:
+            raise D2LRNNError("--tie-embeddings makes the decoder's embedding its output layer's weights, "
+                              f"so --embed-size ({args.embed_size}) must equal --hidden ({args.hidden}): "
+                              "give them the same value")
 
     def names_a_file(self, key, value):
         return key == "pairs" and value is not None
@@ -233,7 +244,8 @@ class TranslationCommand(TrainingCommand):
                                    "tgt_vocab_size": len(tgt_vocab), "embed_size": args.embed_size,
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
                                    "dropout": args.dropout, "reset_after": True,
-                                   "attention": bool(args.attention)})
+                                   "attention": bool(args.attention),
+                                   "tie_embeddings": bool(args.tie_embeddings)})
         tokens = args.batch_size * args.num_steps  # per batch, in the encoder and in the decoder
         need = training_bytes(sum(math.prod(shape) for shape in shapes.values()), args.optimizer, "gru",
                               2 * tokens * args.hidden * args.num_layers, tokens * len(tgt_vocab))
@@ -261,7 +273,8 @@ class TranslationCommand(TrainingCommand):
         return (f"pairs {pairs_name(args.pairs)}: {data.train_iter.num_pairs:,} training / "
                 f"{data.val_iter.num_pairs:,} validation pairs, vocabularies {len(data.src_vocab):,} source "
                 f"/ {len(data.tgt_vocab):,} target words | backend {backend} | "
-                f"{translation_model_name(args)} ({args.model}), embedding {args.embed_size}, {args.hidden} "
+                f"{translation_model_name(args)} ({args.model}), "
+                f"{'tied ' * bool(args.tie_embeddings)}embedding {args.embed_size}, {args.hidden} "
                 f"hidden units{dropout} | {training} | batch "
                 f"{args.batch_size} x {args.num_steps} steps, {epochs}{budget}")
 
@@ -269,7 +282,7 @@ class TranslationCommand(TrainingCommand):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
                             args.num_layers, args.dropout, rnn=args.model, device=args.placement,
                             embed_dropout=args.embed_dropout, output_dropout=args.output_dropout,
-                            attention=bool(args.attention))
+                            attention=bool(args.attention), tie_embeddings=bool(args.tie_embeddings))
 
     def load_run(self, path, args, data, digest):
         net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, args.placement, follow_symlinks=False)

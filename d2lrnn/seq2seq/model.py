@@ -22,6 +22,10 @@ attention with the "general" score, after the recurrent layers)::
 so the one vector c is no longer all the decoder knows of a long sentence. The recurrent layers still
 run over the whole target at once, since the attention reads their outputs, not their inputs.
 
+With ``tie_embeddings=True`` the decoder's output layer reads its weights from its own embedding,
+W_hq = embedding^T (Press and Wolf 2017), so a word's input and output vectors are one (embed_size must
+equal num_hiddens): the largest matrix of a small model on a large vocabulary is gone.
+
 As for the language models, parameters are one flat list of tensors with a name each
 (``encoder.embedding``, ``encoder.W_xz``, ..., ``decoder.W_hq``, ``decoder.b_q``); ``forward``
 takes them as its first argument, so ``value_and_grad`` differentiates it on every backend. The
@@ -145,7 +149,8 @@ def _part_key(part):
     if layer is None or not own(part):
         return None
     return (type(part), layer, part.vocab_size, part.embed_size, getattr(part, "embed_dropout", 0.0),
-            getattr(part, "output_dropout", 0.0), getattr(part, "attention", False), device_key(part.device))
+            getattr(part, "output_dropout", 0.0), getattr(part, "attention", False),
+            getattr(part, "tie_embeddings", False), device_key(part.device))
 
 
 class Seq2SeqEncoder(Encoder):
@@ -199,26 +204,37 @@ class Seq2SeqDecoder(Decoder):
     states) before the dense layer in training. ``attention=True`` adds global attention over the source
     (the module docstring; parameters ``W_a``, ``W_c``, ``b_c``), and ``init_state`` then also keeps the
     encoder's states (batch, num_steps, num_hiddens) and the source's mask (batch, num_steps) from its
-    valid lengths: ``(context, H, mask) + state``.
+    valid lengths: ``(context, H, mask) + state``. ``tie_embeddings=True`` uses the embedding's transpose
+    as the dense layer's weights (no ``W_hq``; ``embed_size`` must equal ``num_hiddens``).
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
                  cell="gru", reset_after=None, device=None, embed_dropout=0.0, output_dropout=0.0,
-                 attention=False):
+                 attention=False, tie_embeddings=False):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(tgt_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
         self.embed_dropout = check_dropout(embed_dropout, "embed_dropout")
         self.output_dropout = check_dropout(output_dropout, "output_dropout")
         self.attention = checks.flag("attention", attention)
+        self.tie_embeddings = checks.flag("tie_embeddings", tie_embeddings)
         num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
+        if self.tie_embeddings and self.embed_size != num_hiddens:
+            raise ArgumentError(f"tie_embeddings=True makes the embedding ({self.embed_size} wide) the "
+                                f"output layer's weights, which read {num_hiddens} hidden units: make "
+                                "embed_size equal num_hiddens")
         self.rnn = recurrent_layer(rnn, cell, self.embed_size + num_hiddens, num_hiddens, num_layers, dropout,
                                    reset_after)
         self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
         attention = attention_shapes(num_hiddens) if self.attention else {}
-        dense = [(num_hiddens, self.vocab_size), (self.vocab_size,)]
-        self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
-            init_weights(self.rnn.shapes() + list(attention.values()) + dense, device)
-        self.param_names = ("embedding",) + self.rnn.names + tuple(attention) + ("W_hq", "b_q")
+        dense = {"b_q": (self.vocab_size,)} if self.tie_embeddings else \
+            {"W_hq": (num_hiddens, self.vocab_size), "b_q": (self.vocab_size,)}
+        # Tied, the embedding starts as the output layer would (Xavier): N(0, 1) rows would give logits
+        # of spread sqrt(num_hiddens) from the first step.
+        embedding = xavier_uniform((self.vocab_size, self.embed_size), device) if self.tie_embeddings else \
+            embedding_params(self.vocab_size, self.embed_size, device)
+        self.params = [embedding] + \
+            init_weights(self.rnn.shapes() + list(attention.values()) + list(dense.values()), device)
+        self.param_names = ("embedding",) + self.rnn.names + tuple(attention) + tuple(dense)
 
     def init_state(self, enc_outputs, *args):
         outputs, state = enc_outputs
@@ -243,7 +259,8 @@ class Seq2SeqDecoder(Decoder):
     def forward(self, params, X, state, training=False):
         kept = 3 if self.attention else 1  # (context,) or (context, H, mask): the state's fixed entries
         context, rnn_state = state[0], tuple(state[kept:])
-        rnn_params = params[1:1 + len(self.rnn.names)]
+        n = 1 + len(self.rnn.names)
+        rnn_params, attention_params = params[1:n], params[n:n + 3]
         X = ops.to_device(X, self.device)
         E = embedded(params[0], X, self.embed_dropout if training else 0.0)
         if getattr(self.rnn, "native", None) is None:  # the cell's own recurrence
@@ -253,10 +270,11 @@ class Seq2SeqDecoder(Decoder):
             Hs, rnn_state = self.rnn.forward(rnn_params, ops.concat([E, C], 2), rnn_state, training)
         S = ops.transpose(Hs, (1, 0, 2))  # (batch, num_steps, num_hiddens)
         if self.attention:
-            S = self.attend(params[-5:-2], S, *state[1:3])
+            S = self.attend(attention_params, S, *state[1:3])
         if training and self.output_dropout:
             S = ops.dropout(S, self.output_dropout)
-        O = ops.matmul(S, params[-2]) + params[-1]  # (batch, num_steps, vocab)
+        W_hq = ops.transpose(params[0]) if self.tie_embeddings else params[-2]
+        O = ops.matmul(S, W_hq) + params[-1]  # (batch, num_steps, vocab)
         return O, tuple(state[:kept]) + rnn_state
 
     @staticmethod
@@ -378,19 +396,20 @@ class EncoderDecoder(_Module):
                 "embed_size": enc.embed_size, "num_hiddens": enc.num_hiddens, "num_layers": layer.num_layers,
                 "dropout": layer.dropout, "reset_after": layer.cell.reset_after,
                 "embed_dropout": enc.embed_dropout, "output_dropout": dec.output_dropout,
-                "attention": dec.attention}
+                "attention": dec.attention, "tie_embeddings": dec.tie_embeddings}
 
 
 def make_seq2seq(src_vocab_size, tgt_vocab_size, embed_size=32, num_hiddens=32, num_layers=2, dropout=0.1,
                  rnn="scratch", cell="gru", reset_after=None, device=None, embed_dropout=0.0,
-                 output_dropout=0.0, attention=False):
+                 output_dropout=0.0, attention=False, tie_embeddings=False):
     """The chapter's model: ``EncoderDecoder(Seq2SeqEncoder(...), Seq2SeqDecoder(...))`` (defaults: the
     book's sizes, whose only dropout is ``dropout``, between the recurrent layers). ``embed_dropout``
     acts on the embedded words of encoder and decoder, ``output_dropout`` on the decoder's states before
     its dense layer, both in training only; ``attention`` gives the decoder global attention over the
-    source words (:class:`Seq2SeqDecoder`). The encoder's parameters are drawn first, then the decoder's."""
+    source words and ``tie_embeddings`` makes its output layer's weights its embedding's transpose
+    (:class:`Seq2SeqDecoder`). The encoder's parameters are drawn first, then the decoder's."""
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
                              reset_after, device, embed_dropout)
     decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
-                             reset_after, device, embed_dropout, output_dropout, attention)
+                             reset_after, device, embed_dropout, output_dropout, attention, tie_embeddings)
     return EncoderDecoder(encoder, decoder)

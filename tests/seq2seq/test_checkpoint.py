@@ -78,7 +78,8 @@ def test_round_trip_on_the_active_backend_is_exact(rnn, vocabs, tmp_path, backen
     assert _translations(net2, src2, tgt2) == _translations(net, *vocabs)
     assert info == {"kind": "seq2seq", "rnn": rnn, "cell": "gru", "embed_size": 8, "num_hiddens": 16,
                     "num_layers": 2, "dropout": 0.1, "reset_after": True, "embed_dropout": 0.0,
-                    "output_dropout": 0.0, "attention": False, "num_steps": NUM_STEPS,
+                    "output_dropout": 0.0, "attention": False, "tie_embeddings": False,
+                    "num_steps": NUM_STEPS,
                     "backend": backend, "format_version": checkpoint.FORMAT_VERSION,
                     "d2lrnn_version": d2l.__version__, "hparams": HPARAMS, "history": HISTORY, "resume": None}
     assert seq2seq_checkpoint_info(path) == info
@@ -276,6 +277,27 @@ def test_attention_round_trips_and_a_checkpoint_from_before_it_has_none(vocabs, 
     plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
     _rewrite(plain, change_meta=lambda meta: meta.pop("attention"))
     assert load_seq2seq_checkpoint(plain)[-1]["attention"] is False
+
+
+def test_tied_embeddings_round_trip_and_a_checkpoint_from_before_them_has_none(vocabs, tmp_path, rng):
+    d2l.manual_seed(0)
+    net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 16, 16, 2, 0.1, tie_embeddings=True)
+    path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
+    net2, *_, info = load_seq2seq_checkpoint(path)
+    assert info["tie_embeddings"] is True and net2.config() == net.config()
+    X = ops.from_numpy(rng.integers(0, len(vocabs[0]), (2, NUM_STEPS)))
+    Y = ops.from_numpy(rng.integers(0, len(vocabs[1]), (2, 3)))
+    np.testing.assert_array_equal(ops.to_numpy(net2(X, Y)[0]), ops.to_numpy(net(X, Y)[0]))
+
+    _rewrite(path, change_meta=lambda meta: meta.update(tie_embeddings=1))
+    with pytest.raises(d2l.CheckpointError, match="its .tie_embeddings. is int"):
+        load_seq2seq_checkpoint(path)
+    _rewrite(path, change_meta=lambda meta: meta.pop("tie_embeddings"))  # as before them: untied
+    with pytest.raises(d2l.CheckpointError, match="lacks decoder.W_hq"):  # so its output layer is missing
+        load_seq2seq_checkpoint(path)
+    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
+    _rewrite(plain, change_meta=lambda meta: meta.pop("tie_embeddings"))
+    assert load_seq2seq_checkpoint(plain)[-1]["tie_embeddings"] is False
 
 
 @pytest.mark.parametrize("change, message", META_CASES)

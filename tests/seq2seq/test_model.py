@@ -59,6 +59,11 @@ def _gru_step(X, Hp, p):
     return Z * Hp + (1 - Z) * H_tilde
 
 
+def _W_hq(dec):
+    """The decoder's output weights: its own, or its embedding's transpose when tied."""
+    return dec["W_hq"] if "W_hq" in dec else dec["embedding"].T
+
+
 def _by_hand(net, X, Y_in):
     """The one-layer model's logits, computed from the equations in the module docstring with NumPy."""
     named = {n: ops.to_numpy(p).astype(np.float64) for n, p in net.named_params().items()}
@@ -70,7 +75,7 @@ def _by_hand(net, X, Y_in):
     context, S, logits = Hs, Hs, []
     for t in range(Y_in.shape[1]):
         S = _gru_step(np.concatenate([dec["embedding"][Y_in[:, t]], context], 1), S, dec)
-        logits.append(S @ dec["W_hq"] + dec["b_q"])
+        logits.append(S @ _W_hq(dec) + dec["b_q"])
     return np.stack(logits, 1)
 
 
@@ -180,6 +185,11 @@ def test_bad_settings_are_one_line_errors():
         with pytest.raises(ArgumentError, match=f"attention must be True or False, got {wrong!r}$"):
             make_seq2seq(V_SRC, V_TGT, E, H, attention=wrong)
     assert make_seq2seq(V_SRC, V_TGT, E, H, attention=np.bool_(True)).decoder.attention is True
+    with pytest.raises(ArgumentError, match="tie_embeddings must be True or False, got 'yes'$"):
+        make_seq2seq(V_SRC, V_TGT, H, H, tie_embeddings="yes")
+    with pytest.raises(ArgumentError, match=f"the embedding \\({E} wide\\).*{H} hidden units: "
+                                            "make embed_size equal num_hiddens$"):
+        Seq2SeqDecoder(V_TGT, E, H, tie_embeddings=True)
     net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0)
     with pytest.raises(ArgumentError, match="expected"):
         net.params = net.params[:-1]
@@ -274,7 +284,7 @@ def _attended_by_hand(net, X, X_valid_len, Y_in):
         scores = np.einsum("bh,bth->bt", S @ dec["W_a"], H_all)
         a = _softmax(np.where(valid, scores, -np.inf))  # padding: weight exactly 0
         c = np.einsum("bt,bth->bh", a, H_all)
-        logits.append(np.tanh(np.concatenate([S, c], 1) @ dec["W_c"] + dec["b_c"]) @ dec["W_hq"] + dec["b_q"])
+        logits.append(np.tanh(np.concatenate([S, c], 1) @ dec["W_c"] + dec["b_c"]) @ _W_hq(dec) + dec["b_q"])
     return np.stack(logits, 1)
 
 
@@ -337,5 +347,43 @@ def test_attention_outputs_and_gradients_equal_the_numpy_reference():
 
         _, grads = ops.value_and_grad(loss)(net.params)
         return (Y_hat,) + tuple(state) + tuple(grads)
+
+    assert_parity(run, [X, Y, X_valid_len])
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+@pytest.mark.parametrize("attention", [False, True])
+def test_tied_embeddings_are_the_output_layer_by_hand(rng, rnn, attention):
+    """With ``tie_embeddings`` the logits are S embedding^T + b_q: no W_hq, one matrix fewer."""
+    untied = make_seq2seq(V_SRC, V_TGT, H, H, 1, 0.0, rnn=rnn, attention=attention)
+    d2l.manual_seed(0)
+    net = make_seq2seq(V_SRC, V_TGT, H, H, 1, 0.0, rnn=rnn, attention=attention, tie_embeddings=True)
+    assert net.param_names == tuple(n for n in untied.param_names if n != "decoder.W_hq")
+    assert net.config()["tie_embeddings"] is True and untied.config()["tie_embeddings"] is False
+    embedding = ops.to_numpy(net.named_params()["decoder.embedding"])
+    bound = np.sqrt(6 / (V_TGT + H))  # it starts as the output layer it also is: Xavier, not N(0, 1)
+    assert np.abs(embedding).max() <= bound and np.abs(embedding).max() > 0.8 * bound
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]
+    X, Y_in, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4)), np.array([5, 5, 5])
+    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
+    by_hand = _attended_by_hand(net, X, X_valid_len, Y_in) if attention else _by_hand(net, X, Y_in)
+    np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
+
+
+def test_tied_embeddings_outputs_and_gradients_equal_the_numpy_reference():
+    """The embedding's gradient sums what it gets as the input table and as the output layer."""
+    rng = np.random.default_rng(5)
+    X, Y, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 5)), np.array([5, 2, 3])
+
+    def run(X, Y, X_valid_len):
+        d2l.manual_seed(0)
+        net = make_seq2seq(V_SRC, V_TGT, H, H, 2, 0.0, attention=True, tie_embeddings=True)
+
+        def loss(params):
+            return masked_token_loss(net.forward(params, X, Y, X_valid_len)[0], Y, X_valid_len)
+
+        value, grads = ops.value_and_grad(loss)(net.params)
+        return (value,) + tuple(grads)
 
     assert_parity(run, [X, Y, X_valid_len])
