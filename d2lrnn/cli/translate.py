@@ -48,10 +48,10 @@ from .saving import png_writer
 #: ``minutes`` None: no time budget. ``dropout`` acts between layers (none with one layer), ``embed_dropout``
 #: on the embedded words, ``output_dropout`` on the decoder's states before its output layer; ``attention``
 #: gives the decoder global attention over the source words; ``tie_embeddings`` makes the decoder's embedding
-#: its output layer's weights.
+#: its output layer's weights; ``bidirectional`` runs the encoder's layers both ways.
 TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hidden": 256, "num_layers": 2,
                       "dropout": 0.2, "embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
-                      "tie_embeddings": False,
+                      "tie_embeddings": False, "bidirectional": False,
                       "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
                       "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
@@ -66,13 +66,13 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "num_examples": positive_int,
                    "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
                    "embed_dropout": dropout_rate, "output_dropout": dropout_rate, "warmup": nonnegative_int,
-                   "ema": decay_rate, "attention": yes_no, "tie_embeddings": yes_no}
+                   "ema": decay_rate, "attention": yes_no, "tie_embeddings": yes_no, "bidirectional": yes_no}
 TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved, and the values a run saved without them used.
 TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0,
                    "schedule": "constant", "warmup": 0, "ema": 0.0, "attention": False,
-                   "tie_embeddings": False}
+                   "tie_embeddings": False, "bidirectional": False}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -87,9 +87,11 @@ def pairs_name(pairs):
 
 
 def translation_model_name(args):
-    """``2-layer GRU encoder-decoder`` (``... with attention``)."""
+    """``2-layer GRU encoder-decoder`` (``... with a bidirectional encoder and attention``)."""
     layers = f"{args.num_layers}-layer " if args.num_layers > 1 else ""
-    return f"{layers}GRU encoder-decoder{' with attention' * bool(getattr(args, 'attention', False))}"
+    extras = [what for key, what in (("bidirectional", "a bidirectional encoder"), ("attention", "attention"))
+              if getattr(args, key, False)]
+    return f"{layers}GRU encoder-decoder" + (f" with {' and '.join(extras)}" if extras else "")
 
 
 def _pairs_digest(train_iter, val_iter):
@@ -153,7 +155,7 @@ class TranslationCommand(TrainingCommand):
     model_settings = {"rnn": "model", "embed_size": "embed_size", "num_hiddens": "hidden",
                       "num_layers": "num_layers", "dropout": "dropout", "embed_dropout": "embed_dropout",
                       "output_dropout": "output_dropout", "attention": "attention",
-                      "tie_embeddings": "tie_embeddings"}
+                      "tie_embeddings": "tie_embeddings", "bidirectional": "bidirectional"}
     help = "train an English-French translation model (encoder-decoder)"
     description = ("Train the chapter's encoder-decoder (GRU layers; the encoder's final state starts the "
                    "decoder and is its context at every step) on sentence pairs with a held-out validation "
@@ -178,6 +180,9 @@ class TranslationCommand(TrainingCommand):
         p.add_argument("--attention", action="store_true", default=None,
                        help="give the decoder global attention over the source words (Luong et al. 2015): "
                             "each output step also reads a weighted sum of the encoder's states")
+        p.add_argument("--bidirectional", action="store_true", default=None,
+                       help="run the encoder's GRU layers both ways, half of --hidden each (needs an even "
+                            "--hidden)")
         p.add_argument("--tie-embeddings", action="store_true", default=None,
                        help="use the decoder's word embedding as its output layer's weights (needs "
                             "--embed-size equal to --hidden)")
@@ -206,6 +211,9 @@ class TranslationCommand(TrainingCommand):
         super().fill_settings(args)
         if args.num_layers == 1:
             args.dropout = 0.0
+        if args.bidirectional and args.hidden % 2:
+            raise D2LRNNError(f"--bidirectional gives each direction half of --hidden, and {args.hidden} is "
+                              "odd: give an even --hidden")
         if args.tie_embeddings and args.embed_size != args.hidden:
             raise D2LRNNError("--tie-embeddings makes the decoder's embedding its output layer's weights, "
                               f"so --embed-size ({args.embed_size}) must equal --hidden ({args.hidden}): "
@@ -245,7 +253,8 @@ class TranslationCommand(TrainingCommand):
                                    "num_hiddens": args.hidden, "num_layers": args.num_layers,
                                    "dropout": args.dropout, "reset_after": True,
                                    "attention": bool(args.attention),
-                                   "tie_embeddings": bool(args.tie_embeddings)})
+                                   "tie_embeddings": bool(args.tie_embeddings),
+                                   "bidirectional": bool(args.bidirectional)})
         tokens = args.batch_size * args.num_steps  # per batch, in the encoder and in the decoder
         need = training_bytes(sum(math.prod(shape) for shape in shapes.values()), args.optimizer, "gru",
                               2 * tokens * args.hidden * args.num_layers, tokens * len(tgt_vocab))
@@ -282,7 +291,8 @@ class TranslationCommand(TrainingCommand):
         return make_seq2seq(len(data.src_vocab), len(data.tgt_vocab), args.embed_size, args.hidden,
                             args.num_layers, args.dropout, rnn=args.model, device=args.placement,
                             embed_dropout=args.embed_dropout, output_dropout=args.output_dropout,
-                            attention=bool(args.attention), tie_embeddings=bool(args.tie_embeddings))
+                            attention=bool(args.attention), tie_embeddings=bool(args.tie_embeddings),
+                            bidirectional=bool(args.bidirectional))
 
     def load_run(self, path, args, data, digest):
         net, saved_src, saved_tgt, info = load_seq2seq_checkpoint(path, args.placement, follow_symlinks=False)

@@ -17,7 +17,7 @@ command that reads it (``d2lrnn generate``).
 
 from .. import checks, ops
 from ..data.translation import RESERVED
-from ..errors import CheckpointError
+from ..errors import ArgumentError, CheckpointError
 from ..models.stack import RecurrentStack, check_dropout
 from ..training import checkpoint as container
 from .model import RNN_KINDS, EncoderDecoder, attention_shapes, make_seq2seq
@@ -29,12 +29,13 @@ __all__ = ["seq2seq_checkpoint_writer", "save_seq2seq_checkpoint", "load_seq2seq
 MADE_BY = "d2lrnn translate-train"
 #: What ``info`` holds (see :func:`load_seq2seq_checkpoint`).
 INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "dropout", "reset_after",
-             "embed_dropout", "output_dropout", "attention", "tie_embeddings", "num_steps", "backend",
+             "embed_dropout", "output_dropout", "attention", "tie_embeddings", "bidirectional", "num_steps",
+             "backend",
              "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 #: Model settings added within format 2: a checkpoint saved before them used these.
 ADDED_MODEL_SETTINGS = {"embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
-                        "tie_embeddings": False}
+                        "tie_embeddings": False, "bidirectional": False}
 
 #: What each metadata field must be: (types, what to call it in an error).
 _META_TYPES = {
@@ -42,7 +43,7 @@ _META_TYPES = {
     "tgt_vocab_size": container.WHOLE, "embed_size": container.WHOLE, "num_hiddens": container.WHOLE,
     "num_layers": container.WHOLE, "dropout": container.NUMBER, "reset_after": container.FLAG,
     "embed_dropout": container.NUMBER, "output_dropout": container.NUMBER, "attention": container.FLAG,
-    "tie_embeddings": container.FLAG, "num_steps": container.WHOLE,
+    "tie_embeddings": container.FLAG, "bidirectional": container.FLAG, "num_steps": container.WHOLE,
     "src_vocab": (dict, "a mapping"), "tgt_vocab": (dict, "a mapping"),
     **container.RUN_FIELDS,
 }
@@ -114,11 +115,16 @@ def parameter_shapes(config):
     """``{name: shape}`` of the parameters of the encoder-decoder that ``config`` describes (the form of
     :meth:`~d2lrnn.seq2seq.model.EncoderDecoder.config`), without building it: the encoder's embedding
     and recurrent layers, then the decoder's (reading the embedding and the context) and its dense
-    layer (with ``attention``, the attention's weights before it; with ``tie_embeddings``, no ``W_hq``).
+    layer (with ``attention``, the attention's weights before it; with ``tie_embeddings``, no ``W_hq``; with
+    ``bidirectional``, the encoder's layers both ways, ``num_hiddens // 2`` each).
     Settings no model has raise :class:`d2lrnn.ArgumentError`."""
     E, h, L = config["embed_size"], config["num_hiddens"], config["num_layers"]
-    enc, dec = (RecurrentStack(config["cell"], n, h, L, False, config["dropout"], config["reset_after"])
-                for n in (E, E + h))
+    both_ways = config.get("bidirectional", False)
+    if both_ways and h % 2:
+        raise ArgumentError(f"a bidirectional encoder splits num_hiddens in two, and {h} is odd")
+    enc = RecurrentStack(config["cell"], E, h // 2 if both_ways else h, L, both_ways, config["dropout"],
+                         config["reset_after"])
+    dec = RecurrentStack(config["cell"], E + h, h, L, False, config["dropout"], config["reset_after"])
     V_src, V_tgt = config["src_vocab_size"], config["tgt_vocab_size"]
     shapes = {"encoder.embedding": (V_src, E)}
     shapes.update({f"encoder.{n}": s for n, s in zip(enc.names, enc.shapes())})
@@ -178,7 +184,8 @@ def load_seq2seq_checkpoint(path, device=None, follow_symlinks=True):
 
     ``net`` is a new encoder-decoder of the saved settings holding the saved parameters; ``info``
     has the model's settings (``rnn``, ``cell``, ``embed_size``, ``num_hiddens``, ``num_layers``,
-    ``dropout``, ``reset_after``, ``embed_dropout``, ``output_dropout``, ``attention``, ``tie_embeddings``),
+    ``dropout``, ``reset_after``, ``embed_dropout``, ``output_dropout``, ``attention``, ``tie_embeddings``,
+    ``bidirectional``),
     ``num_steps``, ``backend`` (where it was saved), ``format_version``, ``d2lrnn_version``, ``hparams``,
     ``history`` and ``resume`` (None but in a run's ``last.npz``). Anything that is not such a checkpoint is
     one :class:`CheckpointError` line; ``follow_symlinks=False`` refuses a symbolic link (what the command
@@ -188,7 +195,8 @@ def load_seq2seq_checkpoint(path, device=None, follow_symlinks=True):
     net = container.build_model(path, lambda: make_seq2seq(
         meta["src_vocab_size"], meta["tgt_vocab_size"], meta["embed_size"], meta["num_hiddens"],
         meta["num_layers"], meta["dropout"], meta["rnn"], meta["cell"], meta["reset_after"], device,
-        meta["embed_dropout"], meta["output_dropout"], meta["attention"], meta["tie_embeddings"]))
+        meta["embed_dropout"], meta["output_dropout"], meta["attention"], meta["tie_embeddings"],
+        meta["bidirectional"]))
     if list(net.param_names) != list(arrays):
         raise CheckpointError(f"checkpoint {path} names its parameters differently from this d2lrnn's "
                               "encoder-decoder: save it again with this version")

@@ -22,6 +22,10 @@ attention with the "general" score, after the recurrent layers)::
 so the one vector c is no longer all the decoder knows of a long sentence. The recurrent layers still
 run over the whole target at once, since the attention reads their outputs, not their inputs.
 
+With ``bidirectional=True`` the encoder's layers read the sentence both ways, num_hiddens / 2 units in each
+direction (as OpenNMT's ``brnn``): H_t = [H->_t, H<-_t] and each layer's final state [H->_T, H<-_1] keep
+num_hiddens features, so the decoder and the attention are unchanged while every H_t knows the words after t.
+
 With ``tie_embeddings=True`` the decoder's output layer reads its weights from its own embedding,
 W_hq = embedding^T (Press and Wolf 2017), so a word's input and output vectors are one (embed_size must
 equal num_hiddens): the largest matrix of a small model on a large vocabulary is gone.
@@ -70,9 +74,11 @@ def embedding_params(vocab_size, embed_size, device=None):
     return ops.normal(0, 1, (vocab_size, embed_size), device=device)
 
 
-def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, reset_after):
+def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, reset_after,
+                    bidirectional=False):
     """The recurrent stack an encoder or decoder runs: from scratch, the framework's own layer, or a
-    framework layer the reader built (checked: it must read ``num_inputs`` features)."""
+    framework layer the reader built (checked: it must read ``num_inputs`` features and run in both
+    directions exactly when ``bidirectional``)."""
     if isinstance(rnn, str):
         if rnn not in RNN_KINDS:
             raise ArgumentError(f"rnn is {rnn!r}: use 'scratch' (the cell from scratch), 'concise' (the "
@@ -80,8 +86,9 @@ def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, res
         if rnn == "scratch":
             if reset_after is None:  # the frameworks' GRU form, which the book's seq2seq (nn.GRU) computes
                 reset_after = cell == "gru"
-            return RecurrentStack(cell, num_inputs, num_hiddens, num_layers, False, dropout, reset_after)
-        return NativeLayer(cell, num_inputs, num_hiddens, num_layers, False, dropout, reset_after)
+            return RecurrentStack(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout,
+                                  reset_after)
+        return NativeLayer(cell, num_inputs, num_hiddens, num_layers, bidirectional, dropout, reset_after)
     if isinstance(rnn, RecurrentStack):
         layer = rnn
     else:
@@ -89,9 +96,12 @@ def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, res
     if layer.num_inputs != num_inputs:
         raise ArgumentError(f"the recurrent layer takes {layer.num_inputs} inputs but gets {num_inputs}: "
                             f"build it with input size {num_inputs}")
-    if layer.bidirectional:
+    if layer.bidirectional and not bidirectional:
         raise ArgumentError("the decoder starts from the encoder's state, so both run in one direction: "
-                            "build the layer without bidirectional")
+                            "build the layer without bidirectional (or give the encoder bidirectional=True)")
+    if bidirectional and not layer.bidirectional:
+        raise ArgumentError("bidirectional=True runs the encoder's layer in both directions: build it with "
+                            "bidirectional=True, num_hiddens / 2 units each way")
     return layer
 
 
@@ -164,16 +174,26 @@ class Seq2SeqEncoder(Encoder):
     layer) or a framework layer that reads ``embed_size`` features. ``reset_after`` picks the GRU's
     form: by default the frameworks' (reset gate after the recurrent product), the form the book's
     seq2seq computes with ``nn.GRU``, from scratch too, so scratch and concise are the same model;
-    ``reset_after=False`` gives the GRU chapter's form from scratch.
+    ``reset_after=False`` gives the GRU chapter's form from scratch. ``bidirectional=True`` runs each layer
+    both ways with ``num_hiddens // 2`` units a direction and joins them: the outputs and every layer's
+    final state stay ``num_hiddens`` wide, [forward, backward] (the module docstring).
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers=1, dropout=0.0, rnn="scratch",
-                 cell="gru", reset_after=None, device=None, embed_dropout=0.0):
+                 cell="gru", reset_after=None, device=None, embed_dropout=0.0, bidirectional=False):
         self.vocab_size = checks.positive_int("vocab_size", vocab_size, " (len(src_vocab))")
         self.embed_size = checks.positive_int("embed_size", embed_size, " (e.g. 32)")
         self.embed_dropout = check_dropout(embed_dropout, "embed_dropout")
-        self.rnn = recurrent_layer(rnn, cell, self.embed_size, num_hiddens, num_layers, dropout, reset_after)
-        self.num_hiddens, self.kind, self.device = self.rnn.num_hiddens, _kind(self.rnn), device
+        self.bidirectional = checks.flag("bidirectional", bidirectional)
+        if self.bidirectional and isinstance(rnn, str):
+            num_hiddens = checks.positive_int("num_hiddens", num_hiddens, " (hidden units, e.g. 32)")
+            if num_hiddens % 2:
+                raise ArgumentError(f"bidirectional=True gives each direction half of num_hiddens, and "
+                                    f"{num_hiddens} is odd: give an even num_hiddens")
+            num_hiddens //= 2
+        self.rnn = recurrent_layer(rnn, cell, self.embed_size, num_hiddens, num_layers, dropout, reset_after,
+                                   self.bidirectional)
+        self.num_hiddens, self.kind, self.device = self.rnn.num_outputs, _kind(self.rnn), device
         self.params = [embedding_params(self.vocab_size, self.embed_size, device)] + \
             init_weights(self.rnn.shapes(), device)
         self.param_names = ("embedding",) + self.rnn.names
@@ -189,7 +209,16 @@ class Seq2SeqEncoder(Encoder):
         X = ops.to_device(X, self.device)  # as the book's X.to(device): the iterators make it on the CPU
         E = embedded(params[0], X, self.embed_dropout if training else 0.0)
         state = self.rnn.begin_state(ops.shape(X)[0], self.device)
-        return self.rnn.forward(params[1:], E, state, training)
+        outputs, state = self.rnn.forward(params[1:], E, state, training)
+        return outputs, self.joined(state) if self.bidirectional else state
+
+    def joined(self, state):
+        """A bidirectional stack's final state (each layer's forward, then backward, cell states) as one
+        state per layer, [forward, backward] side by side: what a one-way decoder of num_hiddens starts
+        from."""
+        n = len(self.rnn.cell.state_names)
+        return tuple(ops.concat([state[2 * n * layer + i], state[2 * n * layer + n + i]], 1)
+                     for layer in range(self.rnn.num_layers) for i in range(n))
 
 
 class Seq2SeqDecoder(Decoder):
@@ -396,20 +425,22 @@ class EncoderDecoder(_Module):
                 "embed_size": enc.embed_size, "num_hiddens": enc.num_hiddens, "num_layers": layer.num_layers,
                 "dropout": layer.dropout, "reset_after": layer.cell.reset_after,
                 "embed_dropout": enc.embed_dropout, "output_dropout": dec.output_dropout,
-                "attention": dec.attention, "tie_embeddings": dec.tie_embeddings}
+                "attention": dec.attention, "tie_embeddings": dec.tie_embeddings,
+                "bidirectional": enc.bidirectional}
 
 
 def make_seq2seq(src_vocab_size, tgt_vocab_size, embed_size=32, num_hiddens=32, num_layers=2, dropout=0.1,
                  rnn="scratch", cell="gru", reset_after=None, device=None, embed_dropout=0.0,
-                 output_dropout=0.0, attention=False, tie_embeddings=False):
+                 output_dropout=0.0, attention=False, tie_embeddings=False, bidirectional=False):
     """The chapter's model: ``EncoderDecoder(Seq2SeqEncoder(...), Seq2SeqDecoder(...))`` (defaults: the
     book's sizes, whose only dropout is ``dropout``, between the recurrent layers). ``embed_dropout``
     acts on the embedded words of encoder and decoder, ``output_dropout`` on the decoder's states before
     its dense layer, both in training only; ``attention`` gives the decoder global attention over the
     source words and ``tie_embeddings`` makes its output layer's weights its embedding's transpose
-    (:class:`Seq2SeqDecoder`). The encoder's parameters are drawn first, then the decoder's."""
+    (:class:`Seq2SeqDecoder`); ``bidirectional`` reads the source both ways (:class:`Seq2SeqEncoder`). The
+    encoder's parameters are drawn first, then the decoder's."""
     encoder = Seq2SeqEncoder(src_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
-                             reset_after, device, embed_dropout)
+                             reset_after, device, embed_dropout, bidirectional)
     decoder = Seq2SeqDecoder(tgt_vocab_size, embed_size, num_hiddens, num_layers, dropout, rnn, cell,
                              reset_after, device, embed_dropout, output_dropout, attention, tie_embeddings)
     return EncoderDecoder(encoder, decoder)

@@ -251,7 +251,7 @@ def _spy_on_updaters(monkeypatch):
 
 #: The settings translate-train gained after runs were first saved, and what a run saved without them used.
 ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0, "schedule": "constant",
-         "warmup": 0, "ema": 0.0, "attention": False, "tie_embeddings": False}
+         "warmup": 0, "ema": 0.0, "attention": False, "tie_embeddings": False, "bidirectional": False}
 
 
 @pytest.mark.once
@@ -271,7 +271,8 @@ def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_
     meta = json.loads(str(arrays["meta"]))
     for key in ADDED:  # all of them came later
         del meta["hparams"][key]
-    del meta["embed_dropout"], meta["output_dropout"], meta["attention"], meta["tie_embeddings"]
+    for key in ("embed_dropout", "output_dropout", "attention", "tie_embeddings", "bidirectional"):
+        del meta[key]
     arrays["meta"] = np.array(json.dumps(meta))
     np.savez(run / "last.npz", **arrays)
     code, printed = _main(["translate-train", "--resume", str(run), "--epochs", "2", "--no-progress"])
@@ -281,8 +282,8 @@ def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_
     assert "embedding dropout" not in printed and "output dropout" not in printed
     info = seq2seq_checkpoint_info(run / "last.npz")
     assert cli.translate.TRANSLATE_ADDED == ADDED and {key: info["hparams"][key] for key in ADDED} == ADDED
-    assert (info["embed_dropout"], info["output_dropout"], info["attention"], info["tie_embeddings"]) == \
-        (0.0, 0.0, False, False)
+    assert (info["embed_dropout"], info["output_dropout"], info["attention"], info["tie_embeddings"],
+            info["bidirectional"]) == (0.0, 0.0, False, False, False)
 
 
 @pytest.mark.once
@@ -324,11 +325,12 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
     scripted = iter([0.1, 0.3, 0.2])
     monkeypatch.setattr(seq2seq_train, "evaluate_bleu", lambda *args, **kwargs: next(scripted))
     args = ["translate-train", *TINY, "--model", "concise", "--epochs", "5", "--minutes", "40",
-            "--embed-dropout", "0.1", "--output-dropout", "0.2", "--attention", "--tie-embeddings"]
+            "--embed-dropout", "0.1", "--output-dropout", "0.2", "--attention", "--tie-embeddings",
+            "--bidirectional"]
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     rates = f"dropout {D['dropout']:g}, embedding dropout 0.1, output dropout 0.2"
-    assert "GRU encoder-decoder with attention (concise)" in printed
+    assert "GRU encoder-decoder with a bidirectional encoder and attention (concise)" in printed
     assert f"(concise), tied embedding 16, 16 hidden units, {rates} | Adam" in printed
     out = tmp_path / "runs" / f"translate-{backend}-concise-1"
     assert sorted(os.listdir(out)) == RUN_FILES
@@ -346,6 +348,8 @@ def test_the_concise_model_a_time_budget_and_the_default_folder(tmp_path, monkey
     assert info["attention"] is True and info["hparams"]["attention"] is True
     assert "decoder.W_a" in np.load(out / "model.npz") and "decoder.W_hq" not in np.load(out / "model.npz")
     assert info["tie_embeddings"] is True and info["hparams"]["tie_embeddings"] is True
+    assert info["bidirectional"] is True and info["hparams"]["bidirectional"] is True
+    assert "encoder.l1.rev.W_hz" in np.load(out / "model.npz")
     assert cli.main(["translate-train", "--resume", str(out), "--epochs", "6"]) == 2
     assert capsys.readouterr().err == (f"d2lrnn: error: the run in {out} has already trained 50 of its 40 "
                                        "minutes: pass --minutes M with M > 50 to train it further\n")
@@ -408,6 +412,8 @@ BAD_INPUT = [
     (["translate-train", "--num-layers", "1", "--dropout", "0.3"],
      "--dropout 0.3 acts between GRU layers, and one layer has none: add --num-layers 2"),
     (["translate-train", "--embed-size", "0"], "argument --embed-size: must be at least 1, got 0"),
+    (["translate-train", "--bidirectional", "--hidden", "255"],
+     "--bidirectional gives each direction half of --hidden, and 255 is odd: give an even --hidden"),
     (["translate-train", "--tie-embeddings", "--hidden", "128"],
      "--tie-embeddings makes the decoder's embedding its output layer's weights, so --embed-size (256) must "
      "equal --hidden (128): give them the same value"),

@@ -79,7 +79,7 @@ def test_round_trip_on_the_active_backend_is_exact(rnn, vocabs, tmp_path, backen
     assert info == {"kind": "seq2seq", "rnn": rnn, "cell": "gru", "embed_size": 8, "num_hiddens": 16,
                     "num_layers": 2, "dropout": 0.1, "reset_after": True, "embed_dropout": 0.0,
                     "output_dropout": 0.0, "attention": False, "tie_embeddings": False,
-                    "num_steps": NUM_STEPS,
+                    "bidirectional": False, "num_steps": NUM_STEPS,
                     "backend": backend, "format_version": checkpoint.FORMAT_VERSION,
                     "d2lrnn_version": d2l.__version__, "hparams": HPARAMS, "history": HISTORY, "resume": None}
     assert seq2seq_checkpoint_info(path) == info
@@ -298,6 +298,34 @@ def test_tied_embeddings_round_trip_and_a_checkpoint_from_before_them_has_none(v
     plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
     _rewrite(plain, change_meta=lambda meta: meta.pop("tie_embeddings"))
     assert load_seq2seq_checkpoint(plain)[-1]["tie_embeddings"] is False
+
+
+def test_a_bidirectional_encoder_round_trips_and_a_checkpoint_from_before_it_reads_one_way(vocabs, tmp_path,
+                                                                                          rng):
+    d2l.manual_seed(0)
+    net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 8, 16, 2, 0.1, attention=True, bidirectional=True)
+    path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
+    net2, *_, info = load_seq2seq_checkpoint(path)
+    assert info["bidirectional"] is True and net2.config() == net.config()
+    X = ops.from_numpy(rng.integers(0, len(vocabs[0]), (2, NUM_STEPS)))
+    Y = ops.from_numpy(rng.integers(0, len(vocabs[1]), (2, 3)))
+    valid_len = ops.from_numpy(np.array([NUM_STEPS, 2]))
+    np.testing.assert_array_equal(ops.to_numpy(net2(X, Y, valid_len)[0]),
+                                  ops.to_numpy(net(X, Y, valid_len)[0]))
+
+    _rewrite(path, change_meta=lambda meta: meta.update(bidirectional="both"))
+    with pytest.raises(d2l.CheckpointError, match="its .bidirectional. is str"):
+        load_seq2seq_checkpoint(path)
+    _rewrite(path, change_meta=lambda meta: meta.pop("bidirectional"))  # as before it: one way
+    with pytest.raises(d2l.CheckpointError, match="is corrupt: it holds encoder.rev.W_xz, "):  # extra arrays
+        load_seq2seq_checkpoint(path)
+    _rewrite(path, change_meta=lambda meta: meta.update(bidirectional=True, num_hiddens=15))
+    with pytest.raises(d2l.CheckpointError, match="cannot build .a bidirectional encoder splits num_hiddens "
+                                                  "in two, and 15 is odd"):
+        load_seq2seq_checkpoint(path)
+    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
+    _rewrite(plain, change_meta=lambda meta: meta.pop("bidirectional"))
+    assert load_seq2seq_checkpoint(plain)[-1]["bidirectional"] is False
 
 
 @pytest.mark.parametrize("change, message", META_CASES)

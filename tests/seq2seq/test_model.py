@@ -64,14 +64,30 @@ def _W_hq(dec):
     return dec["W_hq"] if "W_hq" in dec else dec["embedding"].T
 
 
+def _encoded_by_hand(enc, X, bidirectional=False):
+    """The one-layer encoder's states (batch, T, h) and final state (batch, h) in NumPy; both ways, each
+    direction's h / 2 units side by side, [forward, backward]."""
+    def run(p, steps, width):
+        state, states = np.zeros((X.shape[0], width)), {}
+        for t in steps:
+            state = states[t] = _gru_step(enc["embedding"][X[:, t]], state, p)
+        return np.stack([states[t] for t in range(X.shape[1])], 1), state
+
+    if not bidirectional:
+        return run(enc, range(X.shape[1]), H)
+    forward = {n: v for n, v in enc.items() if not n.startswith("rev.")}
+    H_fwd, last_fwd = run(forward, range(X.shape[1]), H // 2)
+    H_bwd, last_bwd = run({n[4:]: v for n, v in enc.items() if n.startswith("rev.")},
+                          reversed(range(X.shape[1])), H // 2)
+    return np.concatenate([H_fwd, H_bwd], 2), np.concatenate([last_fwd, last_bwd], 1)
+
+
 def _by_hand(net, X, Y_in):
     """The one-layer model's logits, computed from the equations in the module docstring with NumPy."""
     named = {n: ops.to_numpy(p).astype(np.float64) for n, p in net.named_params().items()}
     enc = {n[8:]: v for n, v in named.items() if n.startswith("encoder.")}
     dec = {n[8:]: v for n, v in named.items() if n.startswith("decoder.")}
-    Hs = np.zeros((X.shape[0], H))
-    for t in range(X.shape[1]):
-        Hs = _gru_step(enc["embedding"][X[:, t]], Hs, enc)
+    _, Hs = _encoded_by_hand(enc, X, net.encoder.bidirectional)
     context, S, logits = Hs, Hs, []
     for t in range(Y_in.shape[1]):
         S = _gru_step(np.concatenate([dec["embedding"][Y_in[:, t]], context], 1), S, dec)
@@ -185,6 +201,11 @@ def test_bad_settings_are_one_line_errors():
         with pytest.raises(ArgumentError, match=f"attention must be True or False, got {wrong!r}$"):
             make_seq2seq(V_SRC, V_TGT, E, H, attention=wrong)
     assert make_seq2seq(V_SRC, V_TGT, E, H, attention=np.bool_(True)).decoder.attention is True
+    with pytest.raises(ArgumentError, match="bidirectional=True gives each direction half of num_hiddens, "
+                                            "and 15 is odd: give an even num_hiddens$"):
+        make_seq2seq(V_SRC, V_TGT, E, 15, bidirectional=True)
+    with pytest.raises(ArgumentError, match="bidirectional must be True or False, got 1$"):
+        Seq2SeqEncoder(V_SRC, E, H, bidirectional=1)
     with pytest.raises(ArgumentError, match="tie_embeddings must be True or False, got 'yes'$"):
         make_seq2seq(V_SRC, V_TGT, H, H, tie_embeddings="yes")
     with pytest.raises(ArgumentError, match=f"the embedding \\({E} wide\\).*{H} hidden units: "
@@ -272,11 +293,7 @@ def _attended_by_hand(net, X, X_valid_len, Y_in):
     named = {n: ops.to_numpy(p).astype(np.float64) for n, p in net.named_params().items()}
     enc = {n[8:]: v for n, v in named.items() if n.startswith("encoder.")}
     dec = {n[8:]: v for n, v in named.items() if n.startswith("decoder.")}
-    states, Hs = [], np.zeros((X.shape[0], H))
-    for t in range(X.shape[1]):
-        Hs = _gru_step(enc["embedding"][X[:, t]], Hs, enc)
-        states.append(Hs)
-    H_all = np.stack(states, 1)  # (batch, T, h)
+    H_all, Hs = _encoded_by_hand(enc, X, net.encoder.bidirectional)  # (batch, T, h), (batch, h)
     valid = np.arange(X.shape[1])[None, :] < X_valid_len[:, None]
     context, S, logits = Hs, Hs, []
     for t in range(Y_in.shape[1]):
@@ -371,19 +388,39 @@ def test_tied_embeddings_are_the_output_layer_by_hand(rng, rnn, attention):
     np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
 
 
-def test_tied_embeddings_outputs_and_gradients_equal_the_numpy_reference():
-    """The embedding's gradient sums what it gets as the input table and as the output layer."""
+def test_tied_embeddings_and_a_bidirectional_encoder_equal_the_numpy_reference():
+    """The embedding's gradient sums what it gets as the input table and as the output layer; the encoder's
+    two directions and their joined state give the same numbers everywhere."""
     rng = np.random.default_rng(5)
     X, Y, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 5)), np.array([5, 2, 3])
 
     def run(X, Y, X_valid_len):
         d2l.manual_seed(0)
-        net = make_seq2seq(V_SRC, V_TGT, H, H, 2, 0.0, attention=True, tie_embeddings=True)
+        net = make_seq2seq(V_SRC, V_TGT, H, H, 2, 0.0, attention=True, tie_embeddings=True,
+                           bidirectional=True)
 
         def loss(params):
             return masked_token_loss(net.forward(params, X, Y, X_valid_len)[0], Y, X_valid_len)
 
         value, grads = ops.value_and_grad(loss)(net.params)
-        return (value,) + tuple(grads)
+        return (value,) + tuple(net.encode(net.params, X, X_valid_len)) + tuple(grads)
 
     assert_parity(run, [X, Y, X_valid_len])
+
+
+@pytest.mark.parametrize("rnn", ["scratch", "concise"])
+@pytest.mark.parametrize("attention", [False, True])
+def test_a_bidirectional_encoder_equals_the_equations_by_hand(rng, rnn, attention):
+    """Each direction has h / 2 units; the outputs and the final state are the two side by side, so the
+    decoder (its context, its first state, the attention) is the one-way model's."""
+    net = make_seq2seq(V_SRC, V_TGT, E, H, 1, 0.0, rnn=rnn, attention=attention, bidirectional=True)
+    shapes = {n: tuple(ops.shape(p)) for n, p in net.named_params().items()}
+    assert shapes["encoder.W_hz"] == shapes["encoder.rev.W_hz"] == (H // 2, H // 2)
+    assert shapes["encoder.rev.W_xz"] == (E, H // 2) and shapes["decoder.W_hz"] == (H, H)
+    assert net.config()["bidirectional"] is True and net.encoder.num_hiddens == H
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]
+    X, Y_in, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4)), np.array([5, 2, 3])
+    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
+    by_hand = _attended_by_hand(net, X, X_valid_len, Y_in) if attention else _by_hand(net, X, Y_in)
+    np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
