@@ -98,7 +98,8 @@ def recurrent_layer(rnn, cell, num_inputs, num_hiddens, num_layers, dropout, res
                             f"build it with input size {num_inputs}")
     if layer.bidirectional and not bidirectional:
         raise ArgumentError("the decoder starts from the encoder's state, so both run in one direction: "
-                            "build the layer without bidirectional (or give the encoder bidirectional=True)")
+                            "build the layer without bidirectional (an encoder reads both ways with "
+                            "bidirectional=True)")
     if bidirectional and not layer.bidirectional:
         raise ArgumentError("bidirectional=True runs the encoder's layer in both directions: build it with "
                             "bidirectional=True, num_hiddens / 2 units each way")

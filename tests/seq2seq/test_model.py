@@ -177,6 +177,18 @@ def test_a_gru_layer_the_reader_built(backend, rng):
     Y_in = _tokens(rng, (3, 4), V_TGT)
     np.testing.assert_allclose(ops.to_numpy(decoder(Y_in, state)[0]), ops.to_numpy(scratch(Y_in, state)[0]),
                                rtol=1e-5, atol=1e-5)
+    both_ways = _readers_layer(backend, "gru", 1, True, E, H // 2)  # an encoder's, h / 2 units a direction
+    encoder = Seq2SeqEncoder(V_SRC, E, H, 1, rnn=both_ways, bidirectional=True)
+    scratch = Seq2SeqEncoder(V_SRC, E, H, 1, bidirectional=True)
+    encoder.params = scratch.params
+    X = _tokens(rng, (3, 5), V_SRC)
+    for mine, its in zip(encoder(X)[1] + (encoder(X)[0],), scratch(X)[1] + (scratch(X)[0],), strict=True):
+        np.testing.assert_allclose(ops.to_numpy(mine), ops.to_numpy(its), rtol=1e-5, atol=1e-5)
+    assert encoder.num_hiddens == H and ops.shape(encoder(X)[1][0]) == (3, H)
+    with pytest.raises(ArgumentError, match="so both run in one direction: build the layer without "):
+        Seq2SeqDecoder(V_TGT, E, H // 2, 1, rnn=_readers_layer(backend, "gru", 1, True, E + H // 2, H // 2))
+    with pytest.raises(ArgumentError, match="bidirectional=True runs the encoder's layer in both directions"):
+        Seq2SeqEncoder(V_SRC, E, H, 1, rnn=_readers_layer(backend, "gru", 1, False, E, H), bidirectional=True)
     if backend in ("tensorflow", "jax"):  # Keras layers and Flax cells take their input size from the first
         return                            # call: nothing to check
     wrong = _readers_layer(backend, "gru", 2, False, E, H)
