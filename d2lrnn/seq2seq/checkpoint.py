@@ -30,8 +30,7 @@ MADE_BY = "d2lrnn translate-train"
 #: What ``info`` holds (see :func:`load_seq2seq_checkpoint`).
 INFO_KEYS = ("kind", "rnn", "cell", "embed_size", "num_hiddens", "num_layers", "dropout", "reset_after",
              "embed_dropout", "output_dropout", "attention", "tie_embeddings", "bidirectional", "num_steps",
-             "backend",
-             "format_version", "d2lrnn_version", "hparams", "history", "resume")
+             "backend", "format_version", "d2lrnn_version", "hparams", "history", "resume")
 
 #: Model settings added within format 2: a checkpoint saved before them used these.
 ADDED_MODEL_SETTINGS = {"embed_dropout": 0.0, "output_dropout": 0.0, "attention": False,
