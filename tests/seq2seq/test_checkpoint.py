@@ -256,17 +256,30 @@ def test_the_dropout_rates_round_trip_and_a_checkpoint_from_before_them_has_none
     assert (net3.config()["embed_dropout"], net3.config()["output_dropout"]) == (0.0, 0.0)
 
 
-def test_attention_round_trips_and_a_checkpoint_from_before_it_has_none(vocabs, tmp_path, rng):
-    d2l.manual_seed(0)
-    net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 8, 16, 2, 0.1, attention=True)
+def _round_trip(net, setting, vocabs, tmp_path, rng):
+    """Save ``net``, load it back: ``setting`` is True in its info, the same config and outputs; the path."""
     path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
     net2, *_, info = load_seq2seq_checkpoint(path)
-    assert info["attention"] is True and net2.config() == net.config()
+    assert info[setting] is True and net2.config() == net.config()
     X = ops.from_numpy(rng.integers(0, len(vocabs[0]), (2, NUM_STEPS)))
     Y = ops.from_numpy(rng.integers(0, len(vocabs[1]), (2, 3)))
     valid_len = ops.from_numpy(np.array([NUM_STEPS, 2]))
     np.testing.assert_array_equal(ops.to_numpy(net2(X, Y, valid_len)[0]),
                                   ops.to_numpy(net(X, Y, valid_len)[0]))
+    return path
+
+
+def _saved_without_it_reads_false(setting, vocabs, tmp_path):
+    """A plain model's checkpoint from before ``setting`` existed loads with it False."""
+    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
+    _rewrite(plain, change_meta=lambda meta: meta.pop(setting))
+    assert load_seq2seq_checkpoint(plain)[-1][setting] is False
+
+
+def test_attention_round_trips_and_a_checkpoint_from_before_it_has_none(vocabs, tmp_path, rng):
+    d2l.manual_seed(0)
+    net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 8, 16, 2, 0.1, attention=True)
+    path = _round_trip(net, "attention", vocabs, tmp_path, rng)
 
     _rewrite(path, change_meta=lambda meta: meta.update(attention="yes"))
     with pytest.raises(d2l.CheckpointError, match="its .attention. is str"):
@@ -274,20 +287,13 @@ def test_attention_round_trips_and_a_checkpoint_from_before_it_has_none(vocabs, 
     _rewrite(path, change_meta=lambda meta: meta.pop("attention"))  # as before attention: none
     with pytest.raises(d2l.CheckpointError, match="decoder.W_a"):  # so its three extra arrays do not fit
         load_seq2seq_checkpoint(path)
-    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
-    _rewrite(plain, change_meta=lambda meta: meta.pop("attention"))
-    assert load_seq2seq_checkpoint(plain)[-1]["attention"] is False
+    _saved_without_it_reads_false("attention", vocabs, tmp_path)
 
 
 def test_tied_embeddings_round_trip_and_a_checkpoint_from_before_them_has_none(vocabs, tmp_path, rng):
     d2l.manual_seed(0)
     net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 16, 16, 2, 0.1, tie_embeddings=True)
-    path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
-    net2, *_, info = load_seq2seq_checkpoint(path)
-    assert info["tie_embeddings"] is True and net2.config() == net.config()
-    X = ops.from_numpy(rng.integers(0, len(vocabs[0]), (2, NUM_STEPS)))
-    Y = ops.from_numpy(rng.integers(0, len(vocabs[1]), (2, 3)))
-    np.testing.assert_array_equal(ops.to_numpy(net2(X, Y)[0]), ops.to_numpy(net(X, Y)[0]))
+    path = _round_trip(net, "tie_embeddings", vocabs, tmp_path, rng)
 
     _rewrite(path, change_meta=lambda meta: meta.update(tie_embeddings=1))
     with pytest.raises(d2l.CheckpointError, match="its .tie_embeddings. is int"):
@@ -295,23 +301,14 @@ def test_tied_embeddings_round_trip_and_a_checkpoint_from_before_them_has_none(v
     _rewrite(path, change_meta=lambda meta: meta.pop("tie_embeddings"))  # as before them: untied
     with pytest.raises(d2l.CheckpointError, match="lacks decoder.W_hq"):  # so its output layer is missing
         load_seq2seq_checkpoint(path)
-    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
-    _rewrite(plain, change_meta=lambda meta: meta.pop("tie_embeddings"))
-    assert load_seq2seq_checkpoint(plain)[-1]["tie_embeddings"] is False
+    _saved_without_it_reads_false("tie_embeddings", vocabs, tmp_path)
 
 
 def test_a_bidirectional_encoder_round_trips_and_a_checkpoint_from_before_it_reads_one_way(vocabs, tmp_path,
                                                                                           rng):
     d2l.manual_seed(0)
     net = make_seq2seq(len(vocabs[0]), len(vocabs[1]), 8, 16, 2, 0.1, attention=True, bidirectional=True)
-    path = save_seq2seq_checkpoint(tmp_path / "model.npz", net, *vocabs, NUM_STEPS)
-    net2, *_, info = load_seq2seq_checkpoint(path)
-    assert info["bidirectional"] is True and net2.config() == net.config()
-    X = ops.from_numpy(rng.integers(0, len(vocabs[0]), (2, NUM_STEPS)))
-    Y = ops.from_numpy(rng.integers(0, len(vocabs[1]), (2, 3)))
-    valid_len = ops.from_numpy(np.array([NUM_STEPS, 2]))
-    np.testing.assert_array_equal(ops.to_numpy(net2(X, Y, valid_len)[0]),
-                                  ops.to_numpy(net(X, Y, valid_len)[0]))
+    path = _round_trip(net, "bidirectional", vocabs, tmp_path, rng)
 
     _rewrite(path, change_meta=lambda meta: meta.update(bidirectional="both"))
     with pytest.raises(d2l.CheckpointError, match="its .bidirectional. is str"):
@@ -323,9 +320,7 @@ def test_a_bidirectional_encoder_round_trips_and_a_checkpoint_from_before_it_rea
     with pytest.raises(d2l.CheckpointError, match="cannot build .a bidirectional encoder splits num_hiddens "
                                                   "in two, and 15 is odd"):
         load_seq2seq_checkpoint(path)
-    plain = save_seq2seq_checkpoint(tmp_path / "plain.npz", _model(vocabs), *vocabs, NUM_STEPS)
-    _rewrite(plain, change_meta=lambda meta: meta.pop("bidirectional"))
-    assert load_seq2seq_checkpoint(plain)[-1]["bidirectional"] is False
+    _saved_without_it_reads_false("bidirectional", vocabs, tmp_path)
 
 
 @pytest.mark.parametrize("change, message", META_CASES)

@@ -380,6 +380,17 @@ def test_attention_outputs_and_gradients_equal_the_numpy_reference():
     assert_parity(run, [X, Y, X_valid_len])
 
 
+def _assert_one_layer_model_by_hand(net, rng, attention, X_valid_len):
+    """The one-layer ``net``, its weights moved off their start (non-zero biases), gives the logits of the
+    equations by hand for 3 source sentences of 5 words (``X_valid_len`` of them valid)."""
+    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
+                  for p in net.params]
+    X, Y_in = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4))
+    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
+    by_hand = _attended_by_hand(net, X, X_valid_len, Y_in) if attention else _by_hand(net, X, Y_in)
+    np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("rnn", ["scratch", "concise"])
 @pytest.mark.parametrize("attention", [False, True])
 def test_tied_embeddings_are_the_output_layer_by_hand(rng, rnn, attention):
@@ -392,12 +403,7 @@ def test_tied_embeddings_are_the_output_layer_by_hand(rng, rnn, attention):
     embedding = ops.to_numpy(net.named_params()["decoder.embedding"])
     bound = np.sqrt(6 / (V_TGT + H))  # it starts as the output layer it also is: Xavier, not N(0, 1)
     assert np.abs(embedding).max() <= bound and np.abs(embedding).max() > 0.8 * bound
-    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
-                  for p in net.params]
-    X, Y_in, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4)), np.array([5, 5, 5])
-    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
-    by_hand = _attended_by_hand(net, X, X_valid_len, Y_in) if attention else _by_hand(net, X, Y_in)
-    np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
+    _assert_one_layer_model_by_hand(net, rng, attention, np.array([5, 5, 5]))
 
 
 def test_tied_embeddings_and_a_bidirectional_encoder_equal_the_numpy_reference():
@@ -430,9 +436,4 @@ def test_a_bidirectional_encoder_equals_the_equations_by_hand(rng, rnn, attentio
     assert shapes["encoder.W_hz"] == shapes["encoder.rev.W_hz"] == (H // 2, H // 2)
     assert shapes["encoder.rev.W_xz"] == (E, H // 2) and shapes["decoder.W_hz"] == (H, H)
     assert net.config()["bidirectional"] is True and net.encoder.num_hiddens == H
-    net.params = [p + 0.1 * ops.from_numpy(rng.standard_normal(ops.shape(p)).astype(np.float32))
-                  for p in net.params]
-    X, Y_in, X_valid_len = rng.integers(0, V_SRC, (3, 5)), rng.integers(0, V_TGT, (3, 4)), np.array([5, 2, 3])
-    Y_hat, _ = net(ops.from_numpy(X), ops.from_numpy(Y_in), ops.from_numpy(X_valid_len))
-    by_hand = _attended_by_hand(net, X, X_valid_len, Y_in) if attention else _by_hand(net, X, Y_in)
-    np.testing.assert_allclose(ops.to_numpy(Y_hat), by_hand, rtol=1e-4, atol=1e-5)
+    _assert_one_layer_model_by_hand(net, rng, attention, np.array([5, 2, 3]))
