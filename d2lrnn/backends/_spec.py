@@ -290,7 +290,7 @@ def custom_vjp(fwd, bwd, differentiable=False):
     """
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     """Run ``step`` over the steps of ``xs`` (its leading axis), carrying a state: ``(carry_T, ys)``.
 
         carry_t, y_t = step(carry_{t-1}, x_t)   for t = 1..T,   ys = [y_1; ...; y_T] (stacked on axis 0)
@@ -300,6 +300,8 @@ def scan(step, carry, xs, reverse=False):
     ``reverse=True`` runs t = T..1 and still returns ``ys`` in the steps' order (``jax.lax.scan``'s
     meaning). Where the framework compiles a loop as one (JAX under ``jit``) the step is compiled once,
     not once per step; elsewhere each input is unstacked once and each output stacked once.
+    ``unroll=True`` asks such a framework to compile T copies of the step instead, where the loop is short
+    enough (JAX: up to ``UNROLL_MAX_STEPS``); a hint, with the same result, that the others ignore.
     """
 
 

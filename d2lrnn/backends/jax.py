@@ -652,15 +652,20 @@ def custom_vjp(fwd, bwd, differentiable=False):
 #: ``lax.scan``'s ``unroll``: how many steps each iteration of the compiled loop runs. One: the scratch
 #: models' training steps ran no faster with 2, 4 or 7 (the LSTM's slower), and compiled longer.
 SCAN_UNROLL = 1
+#: ``scan(..., unroll=True)`` compiles T copies of the step for T up to this; longer loops stay loops.
+UNROLL_MAX_STEPS = 64
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     # Traced (under ``jit`` or a gradient), ``jax.lax.scan``: XLA compiles ``step`` once, as a loop,
     # instead of T unrolled copies. On concrete arrays a Python loop over ``unstack``, as on the other
     # backends: there ``lax.scan`` would trace and compile a program at every call, the step being a new
     # closure each time (generating text token by token took 4x as long).
-    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((carry, xs))):
-        return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=SCAN_UNROLL)
+    leaves = jax.tree_util.tree_leaves((carry, xs))
+    if any(isinstance(a, jax.core.Tracer) for a in leaves):
+        steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
+        copies = steps if unroll and steps <= UNROLL_MAX_STEPS else SCAN_UNROLL
+        return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=copies)
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 

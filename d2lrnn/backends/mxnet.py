@@ -797,7 +797,7 @@ def _leaf(x):
     return x
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     # A Python loop: each input unstacked once, each output stacked once.
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 

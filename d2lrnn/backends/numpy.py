@@ -394,7 +394,7 @@ def custom_vjp(fwd, bwd, differentiable=False):
     return lambda *args: tuple(f(*args))
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 
 

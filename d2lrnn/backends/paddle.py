@@ -626,7 +626,7 @@ def custom_vjp(fwd, bwd, differentiable=False):
     return Function.apply
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     # A Python loop: each input unstacked once, each output stacked once.
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)
 

@@ -649,7 +649,7 @@ def custom_vjp(fwd, bwd, differentiable=False):
     return f
 
 
-def scan(step, carry, xs, reverse=False):
+def scan(step, carry, xs, reverse=False, unroll=False):
     # A Python loop (in a ``tf.function`` graph, one copy of ``step`` per step): each input
     # unstacked once, each output stacked once.
     return _common.loop_scan(step, carry, xs, reverse, unstack, stack)

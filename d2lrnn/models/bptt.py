@@ -3,7 +3,8 @@
 Each recurrence runs its time loop outside the framework's autograd tape (``ops.custom_vjp``; MXNet, whose
 engine runs a recorded backward pass faster than Python dispatches this one, records the forward scan
 instead, traced into one cached graph, and differentiates it: the same gradient), as two
-``ops.scan`` loops (on JAX one compiled loop each, not T unrolled copies of the step): the forward
+``ops.scan`` loops (on JAX one compiled loop each, not T unrolled copies of the step, but for the GRUs'
+backward loops, which XLA runs faster unrolled, up to a length): the forward
 scan carries the state and returns, stacked over the steps, the hidden states and what the backward
 pass needs; the backward scan walks the steps in reverse (``reverse=True``) over those stacked values,
 carrying the gradient of the state. Its body is the same at every step: the output gradients come
@@ -266,7 +267,9 @@ def _gru_backward(residuals, dHs, dH_last):
         rest = dH * Z_t + dRH * R_t + dH_prev_out_t
         return ops.linear(dS, W_hzr, rest), (dS, dA)  # dS_t W_hzr^T + the rest
 
-    dH, (dS, dA) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True)
+    # unrolled where the framework compiles loops (JAX): the GRU's whole training step ran 1.5x faster so
+    dH, (dS, dA) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True,
+                            unroll=True)
     dW_hh = _flat_product(RH, dA)  # sum_t (R_t * H_{t-1})^T dA_t
     return dS, dA, dH, _weight_grad(H0, Hs, dS), dW_hh
 
@@ -304,7 +307,8 @@ def _gru_ra_backward(residuals, dHs, dH_last):
         dSN = ops.concat([dS, dA * R_t], 1)  # [dS_t, dN_t]
         return ops.linear(dSN, W_h, dH * Z_t + dH_prev_out_t), (dS, dA, dSN)  # [dS_t, dN_t] W_h^T + the rest
 
-    dH, (dS, dA, dSN) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True)
+    dH, (dS, dA, dSN) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True,
+                                 unroll=True)
     dW_h = _weight_grad(H0, Hs, dSN)
     db_hh = ops.sum(ops.reshape(dSN, (T * B, 3 * h))[:, 2 * h:], 0)
     return dS, dA, dH, dW_h[:, : 2 * h], dW_h[:, 2 * h:], db_hh

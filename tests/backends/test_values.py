@@ -796,9 +796,10 @@ def test_custom_vjp_forward_is_fwds_outputs():
     check(one[0], 3 * f64(a), 2 * U * 3 * np.abs(f64(a)))
 
 
+@pytest.mark.parametrize("unroll", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("T", [5, 1])
-def test_scan(T, reverse):
+def test_scan(T, reverse, unroll):
     # running sums and maxima of multiples of 1/4 (exact in float32, so exact on every backend): the
     # carries, each step's slices of both inputs, and the outputs stacked in the steps' order whichever
     # way the loop runs (the running sums tell the orders apart). Its own generator: the data of the
@@ -822,7 +823,7 @@ def test_scan(T, reverse):
         return (S + x, ops.maximum(M, z)), (S, S + x)
 
     def scanned(S0, M0, X, Z):
-        return ops.scan(step, (S0, M0), (X, Z), reverse)
+        return ops.scan(step, (S0, M0), (X, Z), reverse, unroll)  # unroll: a hint, the same values
 
     for run in (scanned, ops.compile(scanned)):  # on JAX, a loop on concrete arrays, then lax.scan
         (S_T, M_T), (ys_previous, ys_sums) = run(t(S0), t(M0), t(X), t(Z))
