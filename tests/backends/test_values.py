@@ -411,6 +411,33 @@ def test_torch_prepacks_for_onednn_outside_autograd_only():
     assert ops.prepack_linear(small) is small  # a packed product of a small weight is the slower one
 
 
+@pytest.mark.parametrize("a_transposed", [False, True])
+def test_torch_takes_large_products_outside_autograd_to_onednn(monkeypatch, a_transposed):
+    # On CPUs not made by Intel the torch shim multiplies large float32 matrices with oneDNN, not MKL (the
+    # scans' weight gradients, H^T dG: ``a`` a transposed view); forced on here, whatever this CPU is.
+    if d2l.backend_name() != "torch":
+        return  # torch's BLAS and oneDNN; every backend's products are in test_matmul
+    import torch
+
+    from d2lrnn.backends import torch as shim
+
+    monkeypatch.setattr(shim, "ONEDNN_PRODUCTS", torch.backends.mkldnn.is_available())
+    rows = shim.ONEDNN_MIN_ROWS
+    A, B = f32(rows, 96), f32(96, 40)
+    a = torch.from_numpy(np.ascontiguousarray(A.T)).t() if a_transposed else torch.from_numpy(A)
+    expected, bound = f64(A) @ f64(B), dot_bound(A, B, 96)
+    check(ops.matmul(a, t(B)), expected, bound)
+    calls = []
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise",
+                        lambda *args: calls.append(args) or torch.matmul(args[0], args[1].t()))
+    ops.matmul(a, t(B))
+    assert len(calls) == shim.ONEDNN_PRODUCTS  # taken there where oneDNN is built in
+    ops.matmul(a[: rows - 1], t(B))  # fewer rows: MKL
+    a.requires_grad_(True)
+    product = ops.matmul(a, t(B))  # differentiated: torch.matmul, which autograd knows
+    assert product.requires_grad and len(calls) == shim.ONEDNN_PRODUCTS
+
+
 # Inputs with zeros, tiny and large entries besides ordinary ones.
 _SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-6, 0.5, -3.0, 9.0, -17.0, 20.0, 45.0, -100.0, 1000.0],
                     np.float32)
