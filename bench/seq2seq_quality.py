@@ -32,18 +32,23 @@ BOOK = {"embed_size": 32, "num_hiddens": 32, "num_layers": 2, "dropout": 0.1, "b
 TARGET = 0.8
 
 
-def run_book(rnn, seed, label_smoothing=0.0, embed_dropout=0.0, output_dropout=0.0, attention=False):
-    """One run on the active backend: train with the book's budget (and ``label_smoothing``, and the
-    model's ``embed_dropout``, ``output_dropout`` and ``attention``), score the four sentences."""
+#: The model's options beyond the book's (``d2l.make_seq2seq`` keywords) and their command-line flags.
+MODEL_FLAGS = {"embed_dropout": 0.0, "output_dropout": 0.0, "attention": False, "bidirectional": False,
+               "tie_embeddings": False}
+
+
+def run_book(rnn, seed, label_smoothing=0.0, model=None):
+    """One run on the active backend: train with the book's budget (and ``label_smoothing``, and ``model``:
+    :data:`MODEL_FLAGS` keywords for the model), score the four sentences."""
     import d2lrnn as d2l
     from d2lrnn.seq2seq.train import book_bleu
 
     c = BOOK
     d2l.manual_seed(seed)
     train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(c["batch_size"], c["num_steps"], c["num_examples"])
+    model = dict(MODEL_FLAGS, **(model or {}))
     net = d2l.make_seq2seq(len(src_vocab), len(tgt_vocab), c["embed_size"], c["num_hiddens"],
-                           c["num_layers"], c["dropout"], rnn=rnn, embed_dropout=embed_dropout,
-                           output_dropout=output_dropout, attention=attention)
+                           c["num_layers"], c["dropout"], rnn=rnn, **model)
     start = time.perf_counter()
     history = d2l.train_seq2seq(net, train_iter, c["lr"], c["epochs"], tgt_vocab, progress=False,
                                 verbose=False, plot=False, return_history=True,
@@ -51,25 +56,23 @@ def run_book(rnn, seed, label_smoothing=0.0, embed_dropout=0.0, output_dropout=0
     seconds = time.perf_counter() - start
     mean, preds = book_bleu(net, src_vocab, tgt_vocab, c["num_steps"])
     return {"backend": d2l.backend_name(), "rnn": rnn, "seed": seed, "label_smoothing": label_smoothing,
-            "embed_dropout": embed_dropout, "output_dropout": output_dropout, "attention": attention,
-            "loss": history["train_loss"][-1],
+            **model, "loss": history["train_loss"][-1],
             "bleu": mean, "translations": preds, "seconds": seconds}
 
 
-def in_env(backend, rnn, seed, label_smoothing=0.0, dropouts=(0.0, 0.0), attention=False):
+def in_env(backend, rnn, seed, label_smoothing=0.0, model=None):
     """:func:`run_book` in a fresh process of ``backend``'s tox environment (one thread); its result."""
     python = ROOT / ".tox" / backend / "bin" / "python"
     env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
                MKL_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1",
                MXNET_CPU_WORKER_NTHREADS="1", TF_CPP_MIN_LOG_LEVEL="3", MPLBACKEND="Agg")
     out = subprocess.run([str(python), __file__, "--child", "--rnn", rnn, "--seeds", str(seed),
-                          "--label-smoothing", str(label_smoothing), "--embed-dropout", str(dropouts[0]),
-                          "--output-dropout", str(dropouts[1])] + ["--attention"] * attention, env=env,
-                         capture_output=True, text=True, check=True)
+                          "--label-smoothing", str(label_smoothing), "--model", json.dumps(model or {})],
+                         env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_all(backends, seeds, rnn, label_smoothing=0.0, dropouts=(0.0, 0.0), attention=False):
+def run_all(backends, seeds, rnn, label_smoothing=0.0, model=None):
     """Every (backend, seed), MXNet's runs in one lane and the others in a second."""
     lanes = [[(b, s) for b in backends if b == "mxnet" for s in seeds],
              [(b, s) for b in backends if b != "mxnet" for s in seeds]]
@@ -77,7 +80,7 @@ def run_all(backends, seeds, rnn, label_smoothing=0.0, dropouts=(0.0, 0.0), atte
     def lane(jobs):
         results = []
         for backend, seed in jobs:
-            results.append(in_env(backend, rnn, seed, label_smoothing, dropouts, attention))
+            results.append(in_env(backend, rnn, seed, label_smoothing, model))
             print(json.dumps(results[-1]), flush=True)
         return results
 
@@ -139,18 +142,22 @@ def main():
                         help="the model's dropout before the decoder's output layer (the book's: none)")
     parser.add_argument("--attention", action="store_true",
                         help="the decoder with global attention over the source (the book's: none)")
+    parser.add_argument("--bidirectional", action="store_true",
+                        help="an encoder that reads the sentence both ways (the book's: one way)")
+    parser.add_argument("--tie-embeddings", action="store_true",
+                        help="the decoder's output layer tied to its embedding (the book's: its own)")
+    parser.add_argument("--model", help=argparse.SUPPRESS)  # the child's model options, as JSON
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_book(args.rnn, args.seeds[0], args.label_smoothing, args.embed_dropout,
-                                  args.output_dropout, args.attention)))
+        model = json.loads(args.model or "{}")
+        print(json.dumps(run_book(args.rnn, args.seeds[0], args.label_smoothing, model)))
         return
-    results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing,
-                      (args.embed_dropout, args.output_dropout), args.attention)
-    rates = (("embed-dropout", args.embed_dropout), ("output-dropout", args.output_dropout))
-    flags = "".join(f" --{name} {value:g}" for name, value in rates if value)
-    flags += " --attention" * args.attention
+    model = {name: getattr(args, name) for name in MODEL_FLAGS}
+    results = run_all(args.backends, args.seeds, args.rnn, args.label_smoothing, model)
+    flags = "".join(f" --{name.replace('_', '-')}" + ("" if value is True else f" {value:g}")
+                    for name, value in model.items() if value)
     body = report(results, args.seeds, args.rnn, args.label_smoothing, flags)
     print(body)
     if not args.no_write:  # the hand-written sections of these settings (seq2seq-book-smoothing, ...) stay
