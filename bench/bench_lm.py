@@ -81,16 +81,18 @@ CONFIGS = {
 }
 #: d2lrnn's side: the frameworks' initialization (``init='uniform'``) starts faster than the book's.
 DEFAULTS = {"cell": "lstm", "init": "uniform", "input_dropout": 0.0, "output_dropout": None,
-            "weight_decay": 0.0, "warmup": 0.0, "clip": 1.0, "seed": 0, "model": "scratch", "epochs": None}
+            "weight_decay": 0.0, "warmup": 0.0, "clip": 1.0, "seed": 0, "model": "scratch", "epochs": None,
+            "precision": "float32"}
 #: Every setting of a run, with its type.
 KEYS = {"emb": int, "hidden": int, "layers": int, "cell": str, "init": str, "dropout": float,
         "input_dropout": float, "output_dropout": float, "lr": float, "weight_decay": float, "warmup": float,
-        "batch": int, "num_steps": int, "clip": float, "seed": int, "model": str, "epochs": int}
+        "batch": int, "num_steps": int, "clip": float, "seed": int, "model": str, "epochs": int,
+        "precision": str}
 REFERENCE_KEYS = ("emb", "hidden", "layers", "dropout", "lr", "weight_decay", "warmup", "batch", "num_steps",
                   "clip", "seed")
-D2LRNN_KEYS = tuple(k for k in KEYS if k not in ("emb", "model", "epochs"))
+D2LRNN_KEYS = tuple(k for k in KEYS if k not in ("emb", "model", "epochs", "precision"))
 #: ``BACKEND:train`` runs: ``d2lrnn train`` itself, which also needs the model kind and its epochs.
-TRAIN_KEYS = (*D2LRNN_KEYS, "model", "epochs")
+TRAIN_KEYS = (*D2LRNN_KEYS, "model", "epochs", "precision")
 BACKENDS = ("numpy", "torch", "tensorflow", "mxnet")
 KINDS = ("scratch", "concise", "train")
 DEFAULT_RUNS = ("torch:concise", "torch:scratch", "numpy:scratch", "reference")
@@ -266,7 +268,8 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
 
 def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch", epochs=None, cell="lstm",
                init="uniform", hidden=256, layers=1, dropout=0.0, input_dropout=0.0, output_dropout=0.0,
-               lr=3e-3, weight_decay=0.0, warmup_steps=0, batch=32, num_steps=64, clip=1.0, seed=0):
+               lr=3e-3, weight_decay=0.0, warmup_steps=0, batch=32, num_steps=64, clip=1.0, seed=0,
+               precision="float32"):
     """The ``d2lrnn train`` arguments of a ``BACKEND:train`` run: Adam with cosine decay over ``epochs``,
     no early stopping, the last 10% of the text for validation."""
     if not epochs:
@@ -280,6 +283,8 @@ def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch
             "--batch-size", str(batch), "--num-steps", str(num_steps), "--epochs", str(epochs),
             "--patience", "0", "--sampling", "sequential", "--val-fraction", f"{VAL_FRACTION:g}",
             "--max-tokens", str(max_tokens), "--seed", str(seed), "--out", str(out), "--no-progress"]
+    if precision != "float32":
+        argv += ["--precision", precision]
     if layers > 1:  # d2lrnn train refuses dropout between layers where there is one layer
         argv += ["--dropout", f"{dropout:g}"]
     return argv + (["--raw"] if raw else [])
@@ -644,6 +649,8 @@ def parser():
     settings.add_argument("--epochs", type=int,
                           help="BACKEND:train: epochs of 'd2lrnn train' (cosine decay over them; required)")
     settings.add_argument("--seed", type=int, help="seed (default 0)")
+    settings.add_argument("--precision", choices=("float32", "bfloat16"),
+                          help="BACKEND:train: the products' precision (default float32)")
     p.add_argument("--threads", type=int, default=2, help="threads of each run (default 2)")
     p.add_argument("--eval-streams", type=int, default=STREAMS,
                    help="validation streams (default %(default)s)")

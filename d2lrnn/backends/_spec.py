@@ -323,6 +323,13 @@ def compile(fn, calls="many", key=None):
     """
 
 
+def autocast(dtype, device=None):
+    """A context manager inside which the framework's products run in ``dtype`` ('bfloat16') on ``device``
+    (None: the CPU) while the weights, their gradients and the losses stay float32: automatic mixed
+    precision, as the framework does it. None where the framework has none that d2lrnn uses (its callers
+    then say so in one line)."""
+
+
 def try_gpu(i=0):
     """GPU ``i`` if the framework sees one, else the CPU."""
 
@@ -372,7 +379,8 @@ SHIM_FUNCTIONS = (
     # the book's in-place training on the framework
     "in_place_hooks",
     # randomness, gradients, compilation, devices
-    "manual_seed", "detach", "value_and_grad", "custom_vjp", "scan", "compile", "try_gpu", "cpu", "num_gpus",
+    "manual_seed", "detach", "value_and_grad", "custom_vjp", "scan", "compile", "autocast", "try_gpu", "cpu",
+    "num_gpus",
     "to_device", "device_of", "set_num_threads",
 )
 

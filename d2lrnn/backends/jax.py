@@ -721,6 +721,10 @@ def _committed(args):
     return jax.tree_util.tree_unflatten(tree, leaves)
 
 
+def autocast(dtype, device=None):
+    return None  # JAX has no automatic mixed precision: a model casts its own arrays
+
+
 def try_gpu(i=0):
     # GPU ``i`` if JAX sees one, else the CPU.
     gpus = [d for d in jax.devices() if d.platform == "gpu"] if _has_gpu() else []

@@ -807,6 +807,10 @@ def compile(fn, calls="many", key=None):  # noqa: A001
     return fn
 
 
+def autocast(dtype, device=None):
+    return None  # MXNet's AMP is float16 on GPUs (contrib.amp), not a context d2lrnn uses
+
+
 def try_gpu(i=0):
     return mx.gpu(i) if num_gpus() > i else cpu()
 

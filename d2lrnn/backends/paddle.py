@@ -636,6 +636,10 @@ def compile(fn, calls="many", key=None):  # noqa: A001
     return fn
 
 
+def autocast(dtype, device=None):
+    return None  # not one d2lrnn uses (paddle.amp.auto_cast is not tried here)
+
+
 def try_gpu(i=0):
     return paddle.CUDAPlace(i) if num_gpus() > i else cpu()
 

@@ -726,6 +726,10 @@ class DeviceName(str):
         return self._scope.__exit__(*exc)
 
 
+def autocast(dtype, device=None):
+    return None  # Keras's mixed precision is a global policy for its layers, not a context
+
+
 def try_gpu(i=0):
     return DeviceName(f"/GPU:{i}") if num_gpus() > i else cpu()
 

@@ -540,6 +540,12 @@ def compile(fn, calls="many", key=None):  # noqa: A001
     return Graphed(fn)
 
 
+def autocast(dtype, device=None):
+    # torch.autocast: products (and the recurrent layers) in bfloat16, reductions and losses in float32.
+    kind = "cpu" if device is None else torch.device(device).type
+    return torch.autocast(kind, dtype=torch.bfloat16) if dtype == "bfloat16" else None
+
+
 def try_gpu(i=0):
     return torch.device(f"cuda:{i}") if torch.cuda.device_count() > i else cpu()
 

@@ -146,6 +146,8 @@ class TrainingCommand:
             training += f", weight decay {args.weight_decay:g}"
         if args.ema:
             training += f", averaged weights (EMA {args.ema:g})"
+        if getattr(args, "precision", "float32") != "float32":
+            training += f", {args.precision} products"
         return training
 
     def digest(self, data):

@@ -17,6 +17,7 @@ from ..models.cell import INITS, TOKEN_BOUND
 from ..training.memory import training_bytes
 from ..training.metrics import format_perplexity
 from ..training.optim import get_optimizer
+from ..training.step import PRECISIONS, mixed_precision
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
@@ -39,7 +40,7 @@ TIME_MACHINE_PREFIXES = ("time traveller", "traveller")
 #: The settings of a training run, their defaults, and what ``--resume`` restores from the run.
 TRAIN_DEFAULTS = {"corpus": "timemachine", "raw": False, "model": "scratch", "cell": "rnn", "num_layers": 1,
                   "dropout": 0.0, "input_dropout": 0.0, "output_dropout": 0.0, "locked_dropout": False,
-                  "weight_drop": 0.0, "ema": 0.0, "init": "normal",
+                  "weight_drop": 0.0, "ema": 0.0, "init": "normal", "precision": "float32",
                   "hidden": 512, "batch_size": 32, "num_steps": 35, "optimizer": "sgd", "lr": 1.0,
                   "weight_decay": 0.0, "schedule": "constant", "warmup": 0, "clip": 1.0, "epochs": 30,
                   "patience": 0, "sampling": "sequential", "max_tokens": -1, "val_fraction": 0.1, "seed": 0}
@@ -77,7 +78,7 @@ PRESETS = {
 #: Settings added after runs were first saved: a run saved without them used these defaults.
 ADDED_SETTINGS = ("cell", "num_layers", "dropout", "input_dropout", "output_dropout", "optimizer",
                   "weight_decay", "schedule", "warmup", "patience", "init", "raw", "locked_dropout",
-                  "weight_drop", "ema")
+                  "weight_drop", "ema", "precision")
 
 #: The type of each training setting: checks the command line, and the settings a resumed run saved.
 SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout_rate,
@@ -87,7 +88,7 @@ SETTING_TYPES = {**SHARED_SETTING_TYPES, "raw": yes_no, "input_dropout": dropout
 #: The values each setting with a fixed set of them may take.
 SETTING_CHOICES = {"model": ("scratch", "concise"), "cell": CELLS, "init": INITS,
                    "optimizer": ("sgd", "adam"), "schedule": SCHEDULES,
-                   "sampling": ("random", "sequential")}
+                   "sampling": ("random", "sequential"), "precision": PRECISIONS}
 #: The columns of a language model's ``metrics.csv``.
 CSV_FIELDS = ("epoch", "train_ppl", "val_ppl", "tokens_per_sec", "seconds")
 
@@ -241,6 +242,9 @@ class LanguageModelCommand(TrainingCommand):
         setting("--weight-decay", "weight decay (L2 for SGD, decoupled for Adam)", metavar="WD")
         self.add_schedule_settings(setting, "validate, save and generate with")
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
+        setting("--precision", "the products' precision while training: float32, or bfloat16 with the "
+                               "weights kept in float32 (torch; fast on CPUs with bfloat16 instructions)",
+                choices=PRECISIONS)
         setting("--epochs", "passes over the training text (with --resume: the new total)", metavar="N")
         setting("--patience", "stop after N epochs without a better validation perplexity (0: never)",
                 metavar="N")
@@ -283,6 +287,7 @@ class LanguageModelCommand(TrainingCommand):
         if args.locked_dropout and args.dropout and args.model == "concise":
             raise D2LRNNError("--locked-dropout with --dropout needs --model scratch: the framework's "
                               "multi-layer layer draws its own masks between its layers")
+        mixed_precision(args.precision)  # refused where the backend has none, before anything is written
 
     def read(self, args):
         corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported
@@ -450,7 +455,7 @@ def run_stem(args, backend):
 def _updater(args, net, schedule):
     """The optimizer, ``schedule`` and clipping of a run, as one :class:`d2lrnn.lm.train.Updater`."""
     optimizer = get_optimizer(args.optimizer, args.lr, args.weight_decay)
-    return Updater(net, optimizer, args.clip, schedule=schedule, average=args.ema)
+    return Updater(net, optimizer, args.clip, schedule=schedule, average=args.ema, precision=args.precision)
 
 
 TRAIN = register(LanguageModelCommand())

@@ -57,7 +57,7 @@ def check_data(net, **iterators):
             checked_indices(f"{name}'s text", corpus, net.vocab_size, f"the model's {net.vocab_size} tokens")
 
 
-def lm_objective(net, loss, training, truncation=None):
+def lm_objective(net, loss, training, truncation=None, float32_state=False):
     """``(params, X, Y, state, *factors) -> (loss, new_state)``: what training differentiates.
 
     ``training`` turns dropout on, for models whose ``forward`` takes it (a reader's own
@@ -65,7 +65,8 @@ def lm_objective(net, loss, training, truncation=None):
     :mod:`d2lrnn.lm.truncation`) cuts or scales the gradient through the state inside the
     minibatch; ``factors`` are its per-minibatch inputs (randomized truncation's xi). A model that
     trains with masks (locked dropout, weight drop: ``net.regularized``) takes them as one more input
-    after the factors, the tuple ``net.draw_masks`` returns.
+    after the factors, the tuple ``net.draw_masks`` returns. ``float32_state``: the state carried to the next
+    minibatch comes back float32 (a step whose products run in bfloat16 would carry a bfloat16 state).
     """
     takes_flag = "training" in inspect.signature(net.forward).parameters
     forward = functools.partial(net.forward, training=True) if training and takes_flag else net.forward
@@ -79,6 +80,8 @@ def lm_objective(net, loss, training, truncation=None):
             run_forward = functools.partial(forward, masks=masks)
         run = truncated_forward(run_forward, truncation, ops.shape(X)[1])
         Y_hat, new_state = run(params, X, state, *factors)
+        if float32_state:
+            new_state = type(new_state)(ops.astype(s, "float32") for s in new_state)
         return loss(Y_hat, Y), new_state
 
     return value
@@ -114,15 +117,15 @@ class Updater(training_step.Updater):
     """
 
     def __init__(self, net, optimizer=None, clip=1.0, loss=lm_loss, truncation=None, schedule=None,
-                 device=None, objective=None, average=0.0):
+                 device=None, objective=None, average=0.0, precision="float32"):
         self.masks_for = net if objective is None and takes_masks(net) else None
         self.num_factors = get_truncation(truncation).num_factors
         key = None
         if objective is None:
-            objective = lm_objective(net, loss, True, truncation)
+            objective = lm_objective(net, loss, True, truncation, float32_state=precision != "float32")
             key = lm_objective_key(net, loss, True, truncation)
         super().__init__(net.params, objective, SGD(1.0) if optimizer is None else optimizer, clip, schedule,
-                         model_device(net, device), average, key)
+                         model_device(net, device), average, key, precision)
 
     def __call__(self, params, *batch):
         if self.masks_for is not None and len(batch) == 3 + self.num_factors:
@@ -131,7 +134,7 @@ class Updater(training_step.Updater):
 
 
 def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=None, schedule=None,
-                    device=None):
+                    device=None, precision="float32"):
     """A training step ``(params, X, Y, state, *factors) -> (loss, new_params, new_state)``.
 
     Forward pass, gradients (through the whole minibatch, or truncated: ``truncation``, whose
@@ -139,11 +142,12 @@ def make_train_step(net, lr, clip=1.0, loss=lm_loss, truncation=None, optimizer=
     no clipping), and SGD with learning rate ``lr`` (the book's), or ``optimizer`` ('sgd',
     'adam', or a :class:`d2lrnn.training.optim.SGD` / :class:`d2lrnn.training.optim.Adam`) with ``lr`` as
     its learning rate when given as a name. Returns an :class:`Updater`, which keeps the optimizer's state;
-    ``device`` is where the parameters live (a GPU's step keeps its numbers there).
+    ``device`` is where the parameters live (a GPU's step keeps its numbers there). ``precision``
+    'bfloat16' runs the step's products in bfloat16, the weights and the loss in float32 (torch).
     """
     lr = checks.positive_number("lr", lr, " (the learning rate, e.g. 1)")
     optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr)
-    return Updater(net, optimizer, clip, loss, truncation, schedule, device)
+    return Updater(net, optimizer, clip, loss, truncation, schedule, device, precision=precision)
 
 
 def make_eval_step(net, loss=lm_loss):
@@ -252,7 +256,7 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
 
 
 def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup, total_steps,
-                 device=None, average=0.0):
+                 device=None, average=0.0, precision="float32"):
     """The :class:`Updater` a run trains with: the optimizer and schedule from their names."""
     optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr, weight_decay)
     if isinstance(schedule, str):
@@ -263,7 +267,7 @@ def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, w
     elif warmup and schedule is None:
         schedule = Schedule(optimizer.lr, max(total_steps or 0, warmup + 1), warmup, "constant")
     return Updater(net, optimizer, clip, truncation=truncation, schedule=schedule, device=device,
-                   average=average)
+                   average=average, precision=precision)
 
 
 def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False, *, clip=1.0, val_iter=None,

@@ -5,9 +5,12 @@ under HIPS autograd (which forbids in-place writes), torch, TensorFlow and JAX (
 compiled) and MXNet.
 """
 
+import contextlib
+
 import numpy as np
 
 from .. import checks, ops
+from ..backends import backend_name
 from ..errors import ArgumentError
 from ..keys import settings_key
 from .optim import get_optimizer
@@ -46,6 +49,27 @@ def check_clip(clip):
     return checks.positive_number("clip", clip, " (the largest gradient norm, e.g. 1; None: no clipping)")
 
 
+#: The precisions a training step's products may run in: float32, or bfloat16 with float32 weights.
+PRECISIONS = ("float32", "bfloat16")
+
+
+def mixed_precision(precision, device=None):
+    """The context a training step's forward and backward passes run in for ``precision``: None for
+    'float32'; for 'bfloat16' the backend's automatic mixed precision (``ops.autocast``), or one line
+    naming the fix where it has none."""
+    if precision not in PRECISIONS:
+        raise ArgumentError(f"precision is {precision!r}: choose 'float32' or 'bfloat16' (products in "
+                            "bfloat16, weights in float32) (--precision)")
+    if precision == "float32":
+        return None
+    context = ops.autocast(precision, device)
+    if context is None:
+        raise ArgumentError(f"precision 'bfloat16' needs automatic mixed precision, which d2lrnn has on the "
+                            f"torch backend only, not on {backend_name()}: use --backend torch, or leave "
+                            "--precision out")
+    return context
+
+
 class Updater:
     """A compiled training step with an optimizer: ``updater(params, *batch) -> (loss, new_params, aux)``.
 
@@ -70,8 +94,9 @@ class Updater:
     """
 
     def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0,
-                 key=None):
+                 key=None, precision="float32"):
         self.device = device
+        mixed = mixed_precision(precision, device)
         self.optimizer = get_optimizer(optimizer)
         clip = check_clip(clip)
         if schedule is not None and not callable(schedule):
@@ -88,7 +113,9 @@ class Updater:
         optimizer = self.optimizer
 
         def step(params, opt_state, scalars, *batch):
-            (l, aux), grads = value_and_grad(params, *batch)
+            # a fresh context each call: the products in bfloat16 where asked (mixed_precision checked it)
+            with ops.autocast(precision, device) if mixed else contextlib.nullcontext():
+                (l, aux), grads = value_and_grad(params, *batch)
             if clip is not None and getattr(optimizer, "scales_gradients", False):
                 # the optimizer applies the clipping scale itself (SGD: into the learning rate, one
                 # elementwise pass over every parameter fewer)
@@ -104,7 +131,8 @@ class Updater:
             return l, new_params, new_state, aux
 
         settings = settings_key(optimizer)
-        shared = None if key is None or settings is None else ("step", key, settings, clip, decay, n)
+        shared = (None if key is None or settings is None
+                  else ("step", key, settings, clip, decay, n, precision))
         self._step = ops.compile(step, key=shared)
 
     def _scalars(self, t):

@@ -328,6 +328,10 @@ BAD_ARGUMENTS = [
     (["generate", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees no GPU"),
     (["translate", "go .", "--checkpoint", "{tmp}/nan.npz", "--device", "gpu"], "--device gpu: numpy sees"),
     (["train", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["train", "--precision", "bfloat16"],
+     "precision 'bfloat16' needs automatic mixed precision, which d2lrnn has on the torch backend only, not "
+     "on numpy: use --backend torch"),
+    (["train", "--precision", "half"], "argument --precision: invalid choice: 'half'"),
     (["train", "--preset", "fastest"], "argument --preset: invalid choice: 'fastest' (choose from "
                                        "'timemachine-5min', 'tinyshakespeare-10min')"),
     (["train", "--preset", "timemachine-5min", "--resume", "{tmp}"],
@@ -765,6 +769,22 @@ def test_the_tiny_shakespeare_preset_is_the_command_the_benchmark_measured(tmp_p
     assert {key: hparams[key] for key in measured} == {**measured, **given}
     preset = cli.lm.PRESETS["tinyshakespeare-10min"]["settings"]  # optimizer, schedule: the LSTM's defaults
     assert {key: preset.get(key, hparams[key]) for key in measured} == measured
+
+
+def test_bfloat16_products_train_and_resume_on_torch_and_are_refused_elsewhere(tmp_path, capsys, backend):
+    run = tmp_path / "run"
+    status = cli.main(["train", *TINY, "--cell", "lstm", "--model", "concise", "--precision", "bfloat16",
+                       "--out", str(run)])
+    if backend != "torch":
+        assert status == 2 and not run.exists()
+        assert f"not on {backend}: use --backend torch, or leave --precision out" in capsys.readouterr().err
+        return
+    assert status == 0
+    assert "cosine decay, bfloat16 products |" in capsys.readouterr().out
+    assert d2l.checkpoint_info(run / "last.npz")["hparams"]["precision"] == "bfloat16"
+    assert cli.main(["train", "--resume", str(run), "--epochs", "3", "--no-progress"]) == 0
+    assert "bfloat16 products" in capsys.readouterr().out  # the run's own setting, not the default
+    assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"][-1] == 3
 
 
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):

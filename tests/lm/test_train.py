@@ -907,3 +907,31 @@ def test_the_books_train_epoch_form_says_what_it_needs_in_one_line(backend):
         assert str(err.value) == ("d2l.train_epoch_ch8 got the book's updater but no loss: pass the "
                                   "framework's loss too (the book passes e.g. nn.CrossEntropyLoss()), or a "
                                   "learning rate as updater")
+
+
+@pytest.mark.parametrize("model", ["concise", "scratch"])
+def test_a_bfloat16_step_is_the_float32_step_to_bfloat16s_precision_on_torch_and_refused_elsewhere(model):
+    d2l.manual_seed(0)
+    net = d2l.make_model(model, 12, 16, cell="lstm", init="uniform")
+    if d2l.backend_name() != "torch":
+        with pytest.raises(d2l.ArgumentError, match=f"torch backend only, not on {d2l.backend_name()}: use "):
+            d2l.make_train_step(net, 0.1, precision="bfloat16")
+        return
+    with pytest.raises(d2l.ArgumentError, match="precision is 'float16': choose 'float32' or 'bfloat16'"):
+        d2l.make_train_step(net, 0.1, precision="float16")
+    r = np.random.default_rng(0)
+    X, Y = (ops.tensor(r.integers(0, 12, (4, 6)), dtype="int64") for _ in range(2))
+    state, params = net.begin_state(4), list(net.params)
+    l32, p32, s32 = d2l.make_train_step(net, 0.1)(params, X, Y, state)
+    l16, p16, s16 = d2l.make_train_step(net, 0.1, precision="bfloat16")(params, X, Y, state)
+    # bfloat16 keeps 8 significant bits: the products' inputs are rounded by up to 2^-9 relative, so the
+    # loss moves by a few 2^-9 relative, and the step (lr 0.1 times a gradient clipped to norm 1) by a few
+    # 2^-9 of 0.1; the same call in float32 gives other bits, so the products did run in bfloat16
+    l32, l16 = float(ops.to_numpy(l32)), float(ops.to_numpy(l16))
+    assert l16 != l32 and abs(l16 - l32) <= 2 ** -6 * l32
+    for new, old in zip(p16, p32):  # the weights stay float32 (to_numpy would refuse bfloat16)
+        assert ops.to_numpy(new).dtype == np.float32
+        np.testing.assert_allclose(ops.to_numpy(new), ops.to_numpy(old), rtol=0, atol=0.1 * 2 ** -5)
+    for new, old in zip(s16, s32):  # the carried state comes back float32 too
+        assert ops.to_numpy(new).dtype == np.float32
+        np.testing.assert_allclose(ops.to_numpy(new), ops.to_numpy(old), rtol=0, atol=2 ** -6)
