@@ -127,13 +127,13 @@ def _custom_vjp_nested(a, b):
 # -- scan ------------------------------------------------------------------------------------------
 
 
-def _scan_rnn(H0, X, W, reverse=False):
+def _scan_rnn(H0, X, W, reverse=False, unroll=False):
     """H_t = tanh(H_{t-1} W + X_t), y_t = H_t * X_t: gradients through the carry, the slices and W."""
     def step(H, x):
         H = ops.tanh(ops.matmul(H, W) + x)
         return H, H * x
 
-    return ops.scan(step, H0, X, reverse)
+    return ops.scan(step, H0, X, reverse, unroll)
 
 
 def _scan_tuples(H0, C0, X, Z, W, reverse=False):
@@ -390,7 +390,10 @@ CASES = {
              Case(lambda *a: _scan_tuples(*a, reverse=True),
                   [normal(2, 3), normal(2, 3), normal(3, 2, 3), normal(3, 2, 3), normal(3, 3, scale=0.5)]),
              Case(lambda H0, X, W: _scan_rnn(H0, X, W, True),
-                  [normal(2, 3, scale=0.5), normal(1, 2, 3), normal(3, 3, scale=0.5)])],
+                  [normal(2, 3, scale=0.5), normal(1, 2, 3), normal(3, 3, scale=0.5)]),
+             # unrolled where the backend compiles loops (JAX: T copies of the step)
+             Case(lambda H0, X, W: _scan_rnn(H0, X, W, True, unroll=True),
+                  [normal(2, 3, scale=0.5), normal(4, 2, 3), normal(3, 3, scale=0.5)])],
     # the frameworks' own layers as the concise models use them (NumPy: the cells' recurrences)
     "native_rnn": [Special(lambda: _check_native_layer("rnn"), 2),
                    Special(lambda: _check_native_layer("gru"), 3),
@@ -428,6 +431,7 @@ NOT_DIFFERENTIABLE = {
     "num_gpus": "returns a Python int",
     "set_num_threads": "configures thread pools: returns nothing",
     "in_place_hooks": "declares in-place hooks (attached gradients, assignment): computes nothing itself",
+    "autocast": "returns a context manager (or None) for mixed precision: computes nothing itself",
 }
 
 

@@ -236,6 +236,8 @@ CASES = {
     "device_of": [(lambda x: ops.to_device(x, None) + ops.ones((2, 2), device=ops.device_of(x)), [f32(2, 2)],
                    True)],
     "set_num_threads": [(lambda x: (ops.set_num_threads(2), x + 1.0)[1], [f32(2)], False)],
+    # float32 asks for nothing to change: None, and the values as they were (bfloat16's: test_values.py)
+    "autocast": [(lambda x: x + 1.0 if ops.autocast("float32") is None else None, [f32(2)], False)],
     "scan": [(_scan_rnn, [f32(2, 3), f32(4, 2, 3), f32(3, 3) * 0.5], True),
              (lambda *a: _scan_tuples(*a, False), [f32(2, 3), f32(2, 3), f32(5, 2, 3), f32(5, 2, 3),
                                                    f32(3, 3) * 0.5], True),

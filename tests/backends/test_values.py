@@ -438,6 +438,28 @@ def test_torch_takes_large_products_outside_autograd_to_onednn(monkeypatch, a_tr
     assert product.requires_grad and len(calls) == shim.ONEDNN_PRODUCTS
 
 
+def test_autocast_runs_products_in_bfloat16_where_the_backend_has_it():
+    assert ops.autocast("float32") is None  # nothing to change
+    context = ops.autocast("bfloat16")
+    if d2l.backend_name() != "torch":
+        assert context is None  # the callers refuse bfloat16 in one line (tests/lm/test_train.py)
+        return
+    import torch
+
+    A, B = f32(8, 64), f32(64, 5)
+    with context:
+        inside = ops.matmul(t(A), t(B))
+    # the inputs rounded to bfloat16 (8 significant bits), then multiplied and summed exactly enough:
+    # within the float32 bound of a product of the rounded inputs, and not the float32 product itself
+    A16, B16 = (torch.from_numpy(M).bfloat16().float().numpy() for M in (A, B))
+    assert inside.dtype == torch.bfloat16
+    inside = inside.float().numpy()
+    expected = f64(A16) @ f64(B16)
+    check(inside, expected, dot_bound(A16, B16, 64) + 2 ** -8 * np.abs(expected))  # + the output's rounding
+    assert not np.allclose(inside, f64(A) @ f64(B), rtol=0, atol=1e-5)
+    assert ops.matmul(t(A), t(B)).dtype == torch.float32  # outside, float32 again
+
+
 # Inputs with zeros, tiny and large entries besides ordinary ones.
 _SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-6, 0.5, -3.0, 9.0, -17.0, 20.0, 45.0, -100.0, 1000.0],
                     np.float32)
@@ -1064,6 +1086,8 @@ NO_VALUE = {
                 ["test_devices_are_consistent", "test_to_device_keeps_the_values"]),
     "set_num_threads": ("configures thread pools and returns None: its effect per backend and later values",
                         ["test_set_num_threads"]),
+    "autocast": ("returns a context manager or None: the products' values inside it",
+                 ["test_autocast_runs_products_in_bfloat16_where_the_backend_has_it"]),
 }
 
 
