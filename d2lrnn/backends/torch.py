@@ -149,7 +149,8 @@ def _cpu_vendor():
 ONEDNN_PRODUCTS = (torch.backends.mkldnn.is_available() and torch.backends.mkl.is_available()
                    and _cpu_vendor() not in ("GenuineIntel", ""))
 #: The fewest rows of ``a`` for :data:`ONEDNN_PRODUCTS`: with 32 rows the copy of ``b`` costs more than it
-#: saves ((32, 512) x (512, 2048): 0.62 against MKL's 0.52 ms); from 128 rows on it does not.
+#: saves ((32, 512) x (512, 2048): 0.62 against MKL's 0.52 ms); from 128 rows on it does not. Products with
+#: fewer than 64 inner or 16 output columns are too small for either to matter and stay with MKL.
 ONEDNN_MIN_ROWS = 128
 
 

@@ -88,6 +88,10 @@ class Updater:
     (:meth:`averaged_params`; what training validates and saves as the model when on). The averages are
     part of :meth:`state_dict`, so a resumed run continues them.
 
+    ``precision`` 'bfloat16' runs the forward and backward passes under the backend's automatic mixed
+    precision (``ops.autocast``: the products in bfloat16; the weights, their gradients, the optimizer and the
+    loss in float32), where it has one (torch), and is refused in one line elsewhere.
+
     ``key`` names what ``objective`` computes besides its arguments (see ``ops.compile``): with it, and one
     of d2lrnn's optimizers, updaters of equal keys, optimizer settings, clipping and averaging share their
     compiled steps (a model of an earlier one's structure trains without tracing its step again).
@@ -96,7 +100,7 @@ class Updater:
     def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0,
                  key=None, precision="float32"):
         self.device = device
-        mixed = mixed_precision(precision, device)
+        mixed = mixed_precision(precision, device) is not None  # checked here, once
         self.optimizer = get_optimizer(optimizer)
         clip = check_clip(clip)
         if schedule is not None and not callable(schedule):
@@ -113,7 +117,7 @@ class Updater:
         optimizer = self.optimizer
 
         def step(params, opt_state, scalars, *batch):
-            # a fresh context each call: the products in bfloat16 where asked (mixed_precision checked it)
+            # a fresh context each call: the products in bfloat16 where asked
             with ops.autocast(precision, device) if mixed else contextlib.nullcontext():
                 (l, aux), grads = value_and_grad(params, *batch)
             if clip is not None and getattr(optimizer, "scales_gradients", False):
