@@ -333,7 +333,8 @@ BAD_ARGUMENTS = [
      "on numpy: use --backend torch"),
     (["train", "--precision", "half"], "argument --precision: invalid choice: 'half'"),
     (["train", "--preset", "fastest"], "argument --preset: invalid choice: 'fastest' (choose from "
-                                       "'timemachine-5min', 'tinyshakespeare-10min')"),
+                                       "'timemachine-5min', 'tinyshakespeare-10min', "
+                                       "'tinyshakespeare-bf16')"),
     (["train", "--preset", "timemachine-5min", "--resume", "{tmp}"],
      "--resume continues the run with its own settings: drop --preset timemachine-5min"),
 ]
@@ -751,23 +752,30 @@ def test_a_preset_fills_the_settings_not_given_and_says_so(tmp_path, capsys):
     assert "| LSTM (concise), 16 hidden units" in printed
 
 
-@pytest.mark.once
-def test_the_tiny_shakespeare_preset_is_the_command_the_benchmark_measured(tmp_path):
-    """--preset tinyshakespeare-10min runs the settings of the command bench/RESULTS.md gives for its
-    `d2lrnn train` row on Tiny Shakespeare (the measurement the preset's help quotes)."""
+@pytest.mark.parametrize("name, marker, count", [
+    ("tinyshakespeare-10min", "Reproduce the `d2lrnn train` row without the benchmark", 16),
+    ("tinyshakespeare-bf16", "Reproduce the bfloat16 row without the benchmark", 17)])
+def test_the_tiny_shakespeare_presets_are_the_commands_the_benchmark_measured(name, marker, count, tmp_path,
+                                                                              capsys, backend):
+    """--preset NAME runs the settings of the command bench/RESULTS.md gives for its `d2lrnn train` row on
+    Tiny Shakespeare (the measurement the preset's help quotes); bfloat16's on torch, refused elsewhere."""
     results = (pathlib.Path(__file__).parents[2] / "bench" / "RESULTS.md").read_text(encoding="utf-8")
-    block = results.split("Reproduce the `d2lrnn train` row without the benchmark")[1].split("<!--")[0]
+    block = results.split(marker)[1].split("<!--")[0].split("\n\n")[1]
     command = block.replace("\\\n", " ").split("d2lrnn train", 1)[1].split()
     parsed = vars(cli.build_parser().parse_args(["train", *command]))
     measured = {key: parsed[key] for key in cli.lm.TRAIN_DEFAULTS if parsed[key] is not None}
-    assert parsed["backend"] == "torch" and len(measured) == 16
+    assert parsed["backend"] == "torch" and len(measured) == count
     run = tmp_path / "run"
-    assert cli.main(["train", "--preset", "tinyshakespeare-10min", "--max-tokens", "20000", "--hidden", "16",
-                     "--epochs", "1", "--warmup", "2", "--no-progress", "--out", str(run)]) == 0
+    status = cli.main(["train", "--preset", name, "--max-tokens", "20000", "--hidden", "16", "--epochs", "1",
+                       "--warmup", "2", "--no-progress", "--out", str(run)])
+    if measured.get("precision") == "bfloat16" and backend != "torch":
+        assert status == 2 and "use --backend torch" in capsys.readouterr().err
+        return
+    assert status == 0
     hparams = d2l.checkpoint_info(run / "last.npz")["hparams"]
     given = {"hidden": 16, "epochs": 1, "warmup": 2}  # the command line wins over the preset
     assert {key: hparams[key] for key in measured} == {**measured, **given}
-    preset = cli.lm.PRESETS["tinyshakespeare-10min"]["settings"]  # optimizer, schedule: the LSTM's defaults
+    preset = cli.lm.PRESETS[name]["settings"]  # optimizer, schedule: the LSTM's defaults
     assert {key: preset.get(key, hparams[key]) for key in measured} == measured
 
 
