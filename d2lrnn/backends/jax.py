@@ -661,8 +661,7 @@ def scan(step, carry, xs, reverse=False, unroll=False):
     # instead of T unrolled copies. On concrete arrays a Python loop over ``unstack``, as on the other
     # backends: there ``lax.scan`` would trace and compile a program at every call, the step being a new
     # closure each time (generating text token by token took 4x as long).
-    leaves = jax.tree_util.tree_leaves((carry, xs))
-    if any(isinstance(a, jax.core.Tracer) for a in leaves):
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((carry, xs))):
         steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
         copies = steps if unroll and steps <= UNROLL_MAX_STEPS else SCAN_UNROLL
         return jax.lax.scan(step, carry, xs, reverse=reverse, unroll=copies)

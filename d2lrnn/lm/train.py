@@ -256,7 +256,7 @@ def evaluate_perplexity(net, data_iter, device=None, step=None):
 
 
 def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, warmup, total_steps,
-                 device=None, average=0.0, precision="float32"):
+                 device=None, average=0.0):
     """The :class:`Updater` a run trains with: the optimizer and schedule from their names."""
     optimizer = get_optimizer("sgd" if optimizer is None else optimizer, lr, weight_decay)
     if isinstance(schedule, str):
@@ -267,7 +267,7 @@ def make_updater(net, lr, clip, truncation, optimizer, weight_decay, schedule, w
     elif warmup and schedule is None:
         schedule = Schedule(optimizer.lr, max(total_steps or 0, warmup + 1), warmup, "constant")
     return Updater(net, optimizer, clip, truncation=truncation, schedule=schedule, device=device,
-                   average=average, precision=precision)
+                   average=average)
 
 
 def train_lm(net, train_iter, lr, num_epochs, device=None, use_random_iter=False, *, clip=1.0, val_iter=None,

@@ -53,21 +53,19 @@ def check_clip(clip):
 PRECISIONS = ("float32", "bfloat16")
 
 
-def mixed_precision(precision, device=None):
-    """The context a training step's forward and backward passes run in for ``precision``: None for
-    'float32'; for 'bfloat16' the backend's automatic mixed precision (``ops.autocast``), or one line
-    naming the fix where it has none."""
+def check_precision(precision, device=None):
+    """Whether ``precision`` asks for mixed precision: False for 'float32', True for 'bfloat16' where the
+    backend has automatic mixed precision (``ops.autocast``); one line naming the fix otherwise."""
     if precision not in PRECISIONS:
         raise ArgumentError(f"precision is {precision!r}: choose 'float32' or 'bfloat16' (products in "
                             "bfloat16, weights in float32) (--precision)")
     if precision == "float32":
-        return None
-    context = ops.autocast(precision, device)
-    if context is None:
+        return False
+    if ops.autocast(precision, device) is None:
         raise ArgumentError(f"precision 'bfloat16' needs automatic mixed precision, which d2lrnn has on the "
                             f"torch backend only, not on {backend_name()}: use --backend torch, or leave "
                             "--precision out")
-    return context
+    return True
 
 
 class Updater:
@@ -100,7 +98,7 @@ class Updater:
     def __init__(self, params, objective, optimizer, clip=1.0, schedule=None, device=None, average=0.0,
                  key=None, precision="float32"):
         self.device = device
-        mixed = mixed_precision(precision, device) is not None  # checked here, once
+        mixed = check_precision(precision, device)
         self.optimizer = get_optimizer(optimizer)
         clip = check_clip(clip)
         if schedule is not None and not callable(schedule):
