@@ -82,17 +82,19 @@ CONFIGS = {
 #: d2lrnn's side: the frameworks' initialization (``init='uniform'``) starts faster than the book's.
 DEFAULTS = {"cell": "lstm", "init": "uniform", "input_dropout": 0.0, "output_dropout": None,
             "weight_decay": 0.0, "warmup": 0.0, "clip": 1.0, "seed": 0, "model": "scratch", "epochs": None,
-            "precision": "float32"}
+            "precision": "float32", "weight_drop": 0.0, "ema": 0.0}
 #: Every setting of a run, with its type.
 KEYS = {"emb": int, "hidden": int, "layers": int, "cell": str, "init": str, "dropout": float,
         "input_dropout": float, "output_dropout": float, "lr": float, "weight_decay": float, "warmup": float,
         "batch": int, "num_steps": int, "clip": float, "seed": int, "model": str, "epochs": int,
-        "precision": str}
+        "precision": str, "weight_drop": float, "ema": float}
 REFERENCE_KEYS = ("emb", "hidden", "layers", "dropout", "lr", "weight_decay", "warmup", "batch", "num_steps",
                   "clip", "seed")
-D2LRNN_KEYS = tuple(k for k in KEYS if k not in ("emb", "model", "epochs", "precision"))
+#: What only ``d2lrnn train`` has among the settings.
+TRAIN_ONLY = ("model", "epochs", "precision", "weight_drop", "ema")
+D2LRNN_KEYS = tuple(k for k in KEYS if k != "emb" and k not in TRAIN_ONLY)
 #: ``BACKEND:train`` runs: ``d2lrnn train`` itself, which also needs the model kind and its epochs.
-TRAIN_KEYS = (*D2LRNN_KEYS, "model", "epochs", "precision")
+TRAIN_KEYS = (*D2LRNN_KEYS, *TRAIN_ONLY)
 BACKENDS = ("numpy", "torch", "tensorflow", "mxnet")
 KINDS = ("scratch", "concise", "train")
 DEFAULT_RUNS = ("torch:concise", "torch:scratch", "numpy:scratch", "reference")
@@ -269,7 +271,7 @@ def run_d2lrnn(corpus, kind, minutes, eval_at=None, *, raw=False, max_tokens=-1,
 def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch", epochs=None, cell="lstm",
                init="uniform", hidden=256, layers=1, dropout=0.0, input_dropout=0.0, output_dropout=0.0,
                lr=3e-3, weight_decay=0.0, warmup_steps=0, batch=32, num_steps=64, clip=1.0, seed=0,
-               precision="float32"):
+               precision="float32", weight_drop=0.0, ema=0.0):
     """The ``d2lrnn train`` arguments of a ``BACKEND:train`` run: Adam with cosine decay over ``epochs``,
     no early stopping, the last 10% of the text for validation."""
     if not epochs:
@@ -285,6 +287,10 @@ def train_argv(corpus, out, *, backend, raw=False, max_tokens=-1, model="scratch
             "--max-tokens", str(max_tokens), "--seed", str(seed), "--out", str(out), "--no-progress"]
     if precision != "float32":
         argv += ["--precision", precision]
+    if weight_drop:
+        argv += ["--weight-drop", f"{weight_drop:g}"]
+    if ema:
+        argv += ["--ema", f"{ema:g}"]
     if layers > 1:  # d2lrnn train refuses dropout between layers where there is one layer
         argv += ["--dropout", f"{dropout:g}"]
     return argv + (["--raw"] if raw else [])
@@ -484,9 +490,9 @@ def _model_of(result):
                 f"{c['dropout']:g}")
     else:
         named = (("dropout", "dropout"), ("input dropout", "input_dropout"),
-                 ("output dropout", "output_dropout"))
+                 ("output dropout", "output_dropout"), ("weight drop", "weight_drop"))
         drops = ", ".join(f"{name} {c[key]:g}" for name, key in named  # between layers: only with 2+
-                          if c[key] and (key != "dropout" or c["layers"] > 1))
+                          if c.get(key) and (key != "dropout" or c["layers"] > 1))
         kind = f"`d2lrnn train` {c['model']}" if result["kind"] == "train" else f"d2lrnn {result['kind']}"
         what = (f"{kind} {c['cell'].upper()} {c['layers']}x{c['hidden']} on {result['backend']}, init "
                 f"{c.get('init', 'normal')}" + (f", {drops}" if drops else ""))
@@ -495,6 +501,8 @@ def _model_of(result):
     if result["kind"] == "train":
         warm = (f", warm-up {result['warmup_steps']} steps" if result.get("warmup_steps") else "") + \
             f", {c['epochs']} epochs"
+        warm += f", EMA {c['ema']:g}" if c.get("ema") else ""
+        warm += f", {c['precision']} products" if c.get("precision", "float32") != "float32" else ""
     wd = f" wd {c['weight_decay']:g}" if c["weight_decay"] else ""
     return f"{what}; {optim} {c['lr']:g}{wd} cosine{warm}; {c['batch']}x{c['num_steps']}"
 
@@ -651,6 +659,10 @@ def parser():
     settings.add_argument("--seed", type=int, help="seed (default 0)")
     settings.add_argument("--precision", choices=("float32", "bfloat16"),
                           help="BACKEND:train: the products' precision (default float32)")
+    settings.add_argument("--weight-drop", type=float,
+                          help="BACKEND:train: DropConnect on the recurrent weights (default 0)")
+    settings.add_argument("--ema", type=float,
+                          help="BACKEND:train: the decay of the averaged weights it validates (0: off)")
     p.add_argument("--threads", type=int, default=2, help="threads of each run (default 2)")
     p.add_argument("--eval-streams", type=int, default=STREAMS,
                    help="validation streams (default %(default)s)")

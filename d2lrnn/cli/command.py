@@ -20,6 +20,7 @@ from ..training import checkpoint, memory
 from ..training.metrics import clock
 from ..training.optim import Schedule
 from ..training.runs import open_run_folder
+from ..training.step import check_precision
 from .args import HelpFormatter, add_device, backend_choice, folder, limit_text, placement
 from .resumed import check_history, run_id_of, short
 from .saving import RunSaver, restore_generators, restore_optimizer
@@ -195,7 +196,13 @@ class TrainingCommand:
         self.check(args)
         early = self.read(args)
         with use_backend(args.backend or saved_backend or backend_name()) as module:
+            self.check_backend(args)
             return self.train_here(args, module.__name__.rsplit(".", 1)[-1], start, early)
+
+    def check_backend(self, args):
+        """Refuse settings the chosen backend cannot run, once it is the active one and before anything is
+        written: ``--precision bfloat16`` needs its automatic mixed precision (torch)."""
+        check_precision(getattr(args, "precision", "float32"))
 
     def fill_settings(self, args):
         """A new run: every setting not given takes its default."""

@@ -17,7 +17,7 @@ from ..models.cell import INITS, TOKEN_BOUND
 from ..training.memory import training_bytes
 from ..training.metrics import format_perplexity
 from ..training.optim import get_optimizer
-from ..training.step import PRECISIONS, check_precision
+from ..training.step import PRECISIONS
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
@@ -296,7 +296,6 @@ class LanguageModelCommand(TrainingCommand):
         if args.locked_dropout and args.dropout and args.model == "concise":
             raise D2LRNNError("--locked-dropout with --dropout needs --model scratch: the framework's "
                               "multi-layer layer draws its own masks between its layers")
-        check_precision(args.precision)  # refused where the backend has none, before anything is written
 
     def read(self, args):
         corpus_path(args.corpus)  # an unknown corpus fails before a framework is imported

@@ -29,6 +29,7 @@ from ..seq2seq.checkpoint import (
 )
 from ..seq2seq.train import book_bleu, book_sentences
 from ..training.memory import training_bytes
+from ..training.step import PRECISIONS
 from .args import (
     SHARED_SETTING_TYPES,
     at_most,
@@ -54,8 +55,8 @@ TRANSLATE_DEFAULTS = {"pairs": None, "model": "scratch", "embed_size": 256, "hid
                       "tie_embeddings": False, "bidirectional": False,
                       "batch_size": 64, "num_steps": 10, "num_examples": None, "min_freq": 2,
                       "optimizer": "adam", "lr": 0.002, "schedule": "constant", "warmup": 0, "ema": 0.0,
-                      "clip": 1.0, "label_smoothing": 0.0, "epochs": 30, "minutes": None,
-                      "val_fraction": 0.1, "seed": 0}
+                      "clip": 1.0, "label_smoothing": 0.0, "precision": "float32", "epochs": 30,
+                      "minutes": None, "val_fraction": 0.1, "seed": 0}
 TRANSLATE_CSV_FIELDS = ("epoch", "train_loss", "val_loss", "val_bleu", "tokens_per_sec", "seconds")
 #: The beam width of the beam-search BLEU that ends a translation run.
 REPORT_BEAM = 4
@@ -67,12 +68,13 @@ TRANSLATE_TYPES = {**SHARED_SETTING_TYPES,
                    "min_freq": positive_int, "minutes": positive_float, "label_smoothing": dropout_rate,
                    "embed_dropout": dropout_rate, "output_dropout": dropout_rate, "warmup": nonnegative_int,
                    "ema": decay_rate, "attention": yes_no, "tie_embeddings": yes_no, "bidirectional": yes_no}
-TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES}
+TRANSLATE_CHOICES = {"model": ("scratch", "concise"), "optimizer": ("adam", "sgd"), "schedule": SCHEDULES,
+                     "precision": PRECISIONS}
 TRANSLATE_RENEWABLE = ("epochs", "minutes")
 #: Settings added after runs were first saved, and the values a run saved without them used.
 TRANSLATE_ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0,
                    "schedule": "constant", "warmup": 0, "ema": 0.0, "attention": False,
-                   "tie_embeddings": False, "bidirectional": False}
+                   "tie_embeddings": False, "bidirectional": False, "precision": "float32"}
 #: How the help shows the settings whose default is None.
 _TRANSLATE_SHOWN = {"pairs": "the bundled English-French pairs", "num_examples": "all pairs",
                     "minutes": "no limit"}
@@ -196,6 +198,9 @@ class TranslationCommand(TrainingCommand):
         setting("--clip", "gradient clipping: maximum global norm", metavar="NORM")
         setting("--label-smoothing", "train on each target word smoothed toward the uniform distribution by "
                                      "this weight (0: none)", metavar="EPS")
+        setting("--precision", "the products' precision while training: float32, or bfloat16 with the "
+                               "weights kept in float32 (torch; fast on CPUs with bfloat16 instructions)",
+                choices=self.choices["precision"])
         setting("--epochs", "passes over the training pairs (with --resume: the new total)", metavar="N")
         setting("--minutes", "stop after the epoch that crosses this much training time (with --resume: the "
                              "new total)", metavar="M")
@@ -310,7 +315,7 @@ class TranslationCommand(TrainingCommand):
     def updater(self, args, net, data):
         return make_seq2seq_updater(net, data.tgt_vocab, args.lr, args.clip, args.optimizer,
                                     schedule=data.schedule, average=args.ema,
-                                    label_smoothing=args.label_smoothing)
+                                    label_smoothing=args.label_smoothing, precision=args.precision)
 
     def hparams(self, args, backend, digest, data):
         hparams = {key: getattr(args, key) for key in TRANSLATE_DEFAULTS}

@@ -75,19 +75,21 @@ def batch_total(loss, tokens, summed=False):
 
 
 def make_seq2seq_updater(net, tgt_vocab, lr=0.005, clip=1.0, optimizer="adam", schedule=None, device=None,
-                         summed=False, label_smoothing=0.0, average=0.0):
+                         summed=False, label_smoothing=0.0, average=0.0, precision="float32"):
     """The training step of ``net``: an :class:`~d2lrnn.training.step.Updater` called as ``updater(params,
     X, X_valid_len, Y, Y_valid_len) -> (loss, new_params, ())``, with ``optimizer`` ('adam', 'sgd' or an
     object) at ``lr`` (or ``schedule(t)`` at step t) and clipping to global norm ``clip``; ``summed``: the
     book's loss, ``label_smoothing`` its weight eps in [0, 1) (see :func:`seq2seq_objective`); ``average``
-    the decay of the weights' moving average that training validates and keeps (0: none)."""
+    the decay of the weights' moving average that training validates and keeps (0: none); ``precision``
+    'bfloat16' the products in bfloat16 while training, the weights in float32 (torch; see
+    :class:`~d2lrnn.training.step.Updater`)."""
     optimizer = get_optimizer(optimizer, checks.positive_number("lr", lr, " (the learning rate, e.g. 0.005)"))
     label_smoothing = check_label_smoothing(label_smoothing)
     bos = tgt_vocab["<bos>"]
     objective = seq2seq_objective(net, bos, summed=summed, label_smoothing=label_smoothing)
     key = seq2seq_objective_key(net, bos, summed=summed, label_smoothing=label_smoothing)
     return Updater(net.params, objective, optimizer, clip, schedule, model_device(net, device),
-                   average=average, key=key)
+                   average=average, key=key, precision=precision)
 
 
 def check_label_smoothing(label_smoothing):

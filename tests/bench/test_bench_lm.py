@@ -129,6 +129,20 @@ def test_train_argv_passes_dropout_between_layers_only_with_two_or_more():
         bench_lm.train_argv("tinyshakespeare", "out", backend="torch")
 
 
+def test_train_runs_take_weight_drop_averaged_weights_and_precision_other_runs_do_not():
+    backend, kind, overrides = bench_lm.parse_run("torch:train:epochs=13,weight_drop=0.1,ema=0.999,"
+                                                  "precision=bfloat16,hidden=640")
+    config = bench_lm.resolve("tinyshakespeare", kind, None, overrides)
+    config.pop("warmup")  # seconds: run_train makes it steps
+    argv = bench_lm.train_argv("tinyshakespeare", "out", backend=backend, **config)
+    assert [argv[argv.index(flag) + 1] for flag in ("--weight-drop", "--ema", "--precision", "--hidden")] == \
+        ["0.1", "0.999", "bfloat16", "640"]
+    plain = bench_lm.train_argv("tinyshakespeare", "out", backend="torch", epochs=3)
+    assert not {"--weight-drop", "--ema", "--precision"} & set(plain)
+    with pytest.raises(BenchError, match="weight_drop"):
+        bench_lm.parse_run("torch:concise:weight_drop=0.1")
+
+
 def test_marks_of_takes_the_last_epoch_finished_by_each_time():
     curve = [[0.9, 2.0, 100], [2.1, 1.8, 200], [3.0, 1.7, 300]]
     assert bench_lm.marks_of(curve, [0.5, 1, 3, 5]) == [None, curve[0], curve[2], curve[2]]

@@ -795,6 +795,22 @@ def test_bfloat16_products_train_and_resume_on_torch_and_are_refused_elsewhere(t
     assert d2l.checkpoint_info(run / "last.npz")["history"]["epoch"][-1] == 3
 
 
+def test_precision_is_checked_on_the_backend_the_run_trains_on_not_the_active_one(tmp_path, capsys, backend):
+    """--backend names the run's backend, made active after the settings are read: bfloat16 is checked on
+    it (a torch run with bfloat16 products starts where numpy is the default)."""
+    run = tmp_path / "run"
+    with d2l.use_backend("numpy"):
+        status = cli.main(["train", *TINY, "--backend", backend, "--cell", "lstm", "--precision", "bfloat16",
+                           "--out", str(run)])
+        assert d2l.backend_name() == "numpy"
+    if backend != "torch":
+        assert status == 2 and not run.exists()
+        assert f"not on {backend}: use --backend torch" in capsys.readouterr().err
+        return
+    assert status == 0 and "bfloat16 products |" in capsys.readouterr().out
+    assert d2l.checkpoint_info(run / "last.npz")["hparams"]["backend"] == "torch"
+
+
 def test_an_interrupted_adam_run_with_a_schedule_resumes_bit_for_bit(tmp_path, monkeypatch, capsys):
     """Adam's running averages, its step count, the schedule's position and the averaged weights come back
     on --resume, and the masks of locked dropout and weight drop (drawn from d2lrnn's generator; the

@@ -251,7 +251,8 @@ def _spy_on_updaters(monkeypatch):
 
 #: The settings translate-train gained after runs were first saved, and what a run saved without them used.
 ADDED = {"label_smoothing": 0.0, "embed_dropout": 0.0, "output_dropout": 0.0, "schedule": "constant",
-         "warmup": 0, "ema": 0.0, "attention": False, "tie_embeddings": False, "bidirectional": False}
+         "warmup": 0, "ema": 0.0, "attention": False, "tie_embeddings": False, "bidirectional": False,
+         "precision": "float32"}
 
 
 @pytest.mark.once
@@ -284,6 +285,23 @@ def test_label_smoothing_reaches_the_training_step_is_saved_and_old_runs_resume_
     assert cli.translate.TRANSLATE_ADDED == ADDED and {key: info["hparams"][key] for key in ADDED} == ADDED
     assert (info["embed_dropout"], info["output_dropout"], info["attention"], info["tie_embeddings"],
             info["bidirectional"]) == (0.0, 0.0, False, False, False)
+
+
+def test_bfloat16_products_train_and_resume_on_torch_and_are_refused_elsewhere(tmp_path, monkeypatch,
+                                                                                backend):
+    made = _spy_on_updaters(monkeypatch)
+    run = tmp_path / "run"
+    code, printed = _main(["translate-train", *TINY, "--epochs", "1", "--precision", "bfloat16",
+                           "--out", str(run)])
+    if backend != "torch":
+        assert code == 2 and not run.exists() and made == []
+        return
+    assert code == 0 and [kwargs["precision"] for kwargs in made] == ["bfloat16"]
+    assert "Adam lr 0.002, bfloat16 products, clip 1 |" in printed
+    assert seq2seq_checkpoint_info(run / "last.npz")["hparams"]["precision"] == "bfloat16"
+    code, printed = _main(["translate-train", "--resume", str(run), "--epochs", "2", "--no-progress"])
+    assert code == 0 and [kwargs["precision"] for kwargs in made] == ["bfloat16", "bfloat16"]
+    assert seq2seq_checkpoint_info(run / "last.npz")["history"]["epoch"] == [1, 2]
 
 
 @pytest.mark.once
@@ -418,6 +436,10 @@ BAD_INPUT = [
      "--tie-embeddings makes the decoder's embedding its output layer's weights, so --embed-size (256) must "
      "equal --hidden (128): give them the same value"),
     (["translate-train", "--minutes", "0"], "argument --minutes: must be a number above 0"),
+    (["translate-train", "--precision", "bfloat16"],
+     "precision 'bfloat16' needs automatic mixed precision, which d2lrnn has on the torch backend only, not "
+     "on numpy: use --backend torch"),
+    (["translate-train", "--precision", "float16"], "argument --precision: invalid choice: 'float16'"),
     (["translate-train", "--model", "transformer"], "argument --model: invalid choice: 'transformer'"),
     (["translate-train", "--label-smoothing", "1"],
      "argument --label-smoothing: must be at least 0 and below 1 (e.g. 0.2), got 1"),

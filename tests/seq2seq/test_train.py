@@ -58,6 +58,31 @@ def test_label_smoothing_trains_on_the_smoothed_token_loss(rng):
             make_seq2seq_updater(net, {"<bos>": 2}, label_smoothing=bad)
 
 
+@pytest.mark.parametrize("model, attention", [("scratch", False), ("scratch", True), ("concise", False)])
+def test_a_bfloat16_step_is_the_float32_step_to_bfloat16s_precision_on_torch_and_refused_elsewhere(
+        rng, model, attention):
+    d2l.manual_seed(0)
+    net = make_seq2seq(9, 11, 8, 16, 2, 0.0, rnn=model, attention=attention)
+    if d2l.backend_name() != "torch":
+        with pytest.raises(ArgumentError, match=f"torch backend only, not on {d2l.backend_name()}: use "):
+            make_seq2seq_updater(net, {"<bos>": 2}, precision="bfloat16")
+        return
+    X, Y = ops.from_numpy(rng.integers(0, 9, (3, 5))), ops.from_numpy(rng.integers(0, 11, (3, 5)))
+    X_valid_len, Y_valid_len = ops.from_numpy(np.array([5, 2, 3])), ops.from_numpy(np.array([1, 5, 4]))
+    batch = (X, X_valid_len, Y, Y_valid_len)
+    l32, p32, _ = make_seq2seq_updater(net, {"<bos>": 2}, lr=0.1, optimizer="sgd")(net.params, *batch)
+    l16, p16, _ = make_seq2seq_updater(net, {"<bos>": 2}, lr=0.1, optimizer="sgd",
+                                       precision="bfloat16")(net.params, *batch)
+    # as for the language model's step: bfloat16's 8 significant bits move the loss by a few 2^-9 relative
+    # and the step (lr 0.1 times a gradient clipped to norm 1) by a few 2^-9 of 0.1; other bits than
+    # float32's, so the products did run in bfloat16
+    l32, l16 = float(ops.to_numpy(l32)), float(ops.to_numpy(l16))
+    assert l16 != l32 and abs(l16 - l32) <= 2 ** -6 * l32
+    for new, old in zip(p16, p32):  # the weights stay float32 (to_numpy would refuse bfloat16)
+        assert ops.to_numpy(new).dtype == np.float32
+        np.testing.assert_allclose(ops.to_numpy(new), ops.to_numpy(old), rtol=0, atol=0.1 * 2 ** -5)
+
+
 def _adam_losses(steps=20):
     """The losses of ``steps`` Adam steps from the seed's weights on the seed's batches (no dropout: its
     masks come from each framework's own generator)."""
