@@ -601,13 +601,24 @@ def plot_curves(corpus, results, path):
     return path
 
 
-def report(args, results, command):
+def output_paths(args):
+    """The section's file and the plot's, checked before any run starts: a missing folder found after
+    the runs would lose their minutes of training."""
     out = pathlib.Path(args.out) if args.out else RESULTS
     if args.plot:
         plot = pathlib.Path(args.plot)
     else:
         folder = RESULTS.parent if out.resolve() == RESULTS.resolve() else out.parent
         plot = folder / f"lm_{args.corpus}.png"
+    for flag, path in (("--out", out), ("--plot", plot)):
+        if not path.parent.is_dir():
+            raise BenchError(f"{flag} {path}: the folder {path.parent} does not exist: create it, or pass "
+                             f"a path in an existing folder")
+    return out, plot
+
+
+def report(args, results, command):
+    out, plot = output_paths(args)
     try:
         plot_curves(args.corpus, results, plot)
     except ImportError as err:
@@ -684,6 +695,7 @@ def main(argv=None):
             return 0
         for spec in args.runs:
             parse_run(spec)
+        output_paths(args)
         given = sys.argv[1:] if argv is None else argv
         command = " ".join([_show(sys.executable), "bench/bench_lm.py", *map(shlex.quote, given)])
         results = run_all(args)

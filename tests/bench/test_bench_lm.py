@@ -329,10 +329,23 @@ def test_report_writes_table_commands_and_plot(tmp_path):
     assert "| 1.610 | 12,345 | 100 |" in body and "(p.png)" in body and (tmp_path / "p.png").exists()
 
 
-def test_main_refuses_bad_arguments(capsys):
+def test_main_refuses_bad_arguments(capsys, tmp_path):
     assert bench_lm.main(["--runs", "jax:scratch", "--out", "/nonexistent/x.md"]) == 2
     assert "unknown run 'jax:scratch'" in capsys.readouterr().err
     assert bench_lm.main(["--minutes", "1", "--eval-at", "2", "--out", "/nonexistent/x.md"]) == 2
-    no_tox = ["--runs", "torch:scratch", "--tox", "/nonexistent", "--out", "/nonexistent/x.md"]
+    no_tox = ["--runs", "torch:scratch", "--tox", "/nonexistent", "--out", str(tmp_path / "x.md")]
     assert bench_lm.main(no_tox) == 2
     assert "tox --notest -e torch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--out", "--plot"])
+def test_a_missing_output_folder_is_refused_before_any_run_trains(flag, capsys, tmp_path, monkeypatch):
+    """Found after the runs, a missing folder lost their minutes of training: it is checked first."""
+    monkeypatch.setattr(bench_lm, "run_all", lambda args: pytest.fail("a run started"))
+    paths = {"--out": str(tmp_path / "x.md"), "--plot": str(tmp_path / "p.png")}
+    paths[flag] = str(tmp_path / "missing" / "file")
+    argv = ["--runs", "reference", "--out", paths["--out"], "--plot", paths["--plot"]]
+    assert bench_lm.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {tmp_path / 'missing' / 'file'}: the folder {tmp_path / 'missing'} does not exist" in err
+    assert not list(tmp_path.iterdir())
