@@ -55,6 +55,12 @@ CELL_DEFAULTS = {
            "warmup": 100, "input_dropout": 0.1, "output_dropout": 0.3, "epochs": 40, "patience": 3}
     for cell, lr in (("gru", 0.02), ("lstm", 0.04))}
 
+#: What the Tiny Shakespeare presets share: raw characters, the LSTM on the framework's layer with uniform
+#: starting weights, batches of 64 x 64, Adam 0.01, input and output dropout 0.1 and 0.3, every epoch run.
+_TINY_SHAKESPEARE = {"corpus": "tinyshakespeare", "raw": True, "model": "concise", "cell": "lstm",
+                     "init": "uniform", "batch_size": 64, "num_steps": 64, "lr": 0.01, "input_dropout": 0.1,
+                     "output_dropout": 0.3, "patience": 0}
+
 #: Named recipes (``--preset NAME``): settings chosen by measurement for a training budget on a corpus
 #: (bench/RESULTS.md, section lm-presets, has the runs). Settings given on the command line win; the
 #: preset's fill the rest before the cell's defaults do. Each says what it was measured on: a preset's
@@ -69,26 +75,18 @@ PRESETS = {
     "tinyshakespeare-10min": {
         "measured": "torch, 2 idle cores (2-core AMD EPYC with AVX-512): 1.441 nats/char in 9.0 minutes, "
                     "where a plain PyTorch LSTM reached 1.438 in 10",
-        "settings": {"corpus": "tinyshakespeare", "raw": True, "model": "concise", "cell": "lstm",
-                     "init": "uniform", "hidden": 512, "batch_size": 64, "num_steps": 64, "lr": 0.01,
-                     "warmup": 61, "input_dropout": 0.1, "output_dropout": 0.3, "epochs": 15, "patience": 0},
+        "settings": {**_TINY_SHAKESPEARE, "hidden": 512, "warmup": 61, "epochs": 15},
     },
     "tinyshakespeare-bf16": {
         "measured": "torch with bfloat16 products, 2 idle cores (2-core AMD EPYC with AVX-512 BF16): 1.456 "
                     "nats/char in 5.0 minutes and 1.432 in 9.8, where a plain PyTorch LSTM reached 1.490 and "
                     "1.449 in 5 and 10",
-        "settings": {"corpus": "tinyshakespeare", "raw": True, "model": "concise", "cell": "lstm",
-                     "init": "uniform", "hidden": 512, "batch_size": 64, "num_steps": 64, "lr": 0.01,
-                     "warmup": 74, "input_dropout": 0.1, "output_dropout": 0.3, "precision": "bfloat16",
-                     "epochs": 18, "patience": 0},
+        "settings": {**_TINY_SHAKESPEARE, "hidden": 512, "warmup": 74, "precision": "bfloat16", "epochs": 18},
     },
     "tinyshakespeare-bf16-5min": {
         "measured": "torch with bfloat16 products, 2 idle cores (2-core AMD EPYC with AVX-512 BF16): 1.431 "
                     "nats/char in 4.4 minutes, where a plain PyTorch LSTM reached 1.470 in 5",
-        "settings": {"corpus": "tinyshakespeare", "raw": True, "model": "concise", "cell": "lstm",
-                     "init": "uniform", "hidden": 640, "batch_size": 64, "num_steps": 64, "lr": 0.01,
-                     "warmup": 74, "input_dropout": 0.1, "output_dropout": 0.3, "precision": "bfloat16",
-                     "epochs": 8, "patience": 0},
+        "settings": {**_TINY_SHAKESPEARE, "hidden": 640, "warmup": 74, "precision": "bfloat16", "epochs": 8},
     },
 }
 
