@@ -601,11 +601,16 @@ def plot_curves(corpus, results, path):
     return path
 
 
+PLOT_SUFFIXES = (".png", ".svg")
+
+
 def output_paths(args):
     """The section's file and the plot's, checked before any run starts: a missing folder found after
     the runs would lose their minutes of training."""
     out = pathlib.Path(args.out) if args.out else RESULTS
-    if args.plot:
+    if args.plot and pathlib.Path(args.plot).is_dir():  # a folder: the default file name in it
+        plot = pathlib.Path(args.plot) / f"lm_{args.corpus}.png"
+    elif args.plot:
         plot = pathlib.Path(args.plot)
     else:
         folder = RESULTS.parent if out.resolve() == RESULTS.resolve() else out.parent
@@ -614,6 +619,8 @@ def output_paths(args):
         if not path.parent.is_dir():
             raise BenchError(f"{flag} {path}: the folder {path.parent} does not exist: create it, or pass "
                              f"a path in an existing folder")
+    if plot.suffix not in PLOT_SUFFIXES:  # matplotlib would add ".png", and the section link the wrong file
+        raise BenchError(f"--plot {plot}: name a .png or .svg file, or a folder for lm_{args.corpus}.png")
     return out, plot
 
 
@@ -679,7 +686,8 @@ def parser():
                    help="validation streams (default %(default)s)")
     p.add_argument("--eval-steps", type=int, default=NUM_STEPS, help="steps per evaluation chunk")
     p.add_argument("--out", help="write the section to this file instead of bench/RESULTS.md")
-    p.add_argument("--plot", help="the plot's path (default: lm_CORPUS.png next to the results file)")
+    p.add_argument("--plot", help="the plot's path, a .png or .svg file or a folder for lm_CORPUS.png (default: "
+                                     "lm_CORPUS.png next to the results file)")
     p.add_argument("--tox", default=str(ROOT / ".tox"), help="where the .tox/BACKEND environments are")
     p.add_argument("--single", metavar="RUN", help="run one run in this process and print its JSON line")
     p.add_argument("--label", help=argparse.SUPPRESS)

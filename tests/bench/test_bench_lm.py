@@ -349,3 +349,17 @@ def test_a_missing_output_folder_is_refused_before_any_run_trains(flag, capsys, 
     err = capsys.readouterr().err
     assert f"{flag} {tmp_path / 'missing' / 'file'}: the folder {tmp_path / 'missing'} does not exist" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_plot_folder_takes_the_default_name_and_a_plot_file_needs_an_image_suffix(capsys, tmp_path,
+                                                                                 monkeypatch):
+    """--plot FOLDER went to FOLDER.png (matplotlib adds the suffix) and the section linked the folder."""
+    monkeypatch.setattr(bench_lm, "run_all", lambda args: pytest.fail("a run started"))
+    args = bench_lm.parser().parse_args(["--corpus", "timemachine", "--out", str(tmp_path / "x.md"),
+                                         "--plot", str(tmp_path)])
+    assert bench_lm.output_paths(args) == (tmp_path / "x.md", tmp_path / "lm_timemachine.png")
+    assert bench_lm.main(["--runs", "reference", "--out", str(tmp_path / "x.md"), "--plot",
+                          str(tmp_path / "curves")]) == 2
+    assert (f"--plot {tmp_path / 'curves'}: name a .png or .svg file, or a folder for lm_tinyshakespeare.png"
+            in capsys.readouterr().err)
+    assert not list(tmp_path.iterdir())
