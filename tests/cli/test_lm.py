@@ -334,7 +334,8 @@ BAD_ARGUMENTS = [
     (["train", "--precision", "half"], "argument --precision: invalid choice: 'half'"),
     (["train", "--preset", "fastest"], "argument --preset: invalid choice: 'fastest' (choose from "
                                        "'timemachine-5min', 'tinyshakespeare-10min', "
-                                       "'tinyshakespeare-bf16', 'tinyshakespeare-bf16-5min')"),
+                                       "'tinyshakespeare-bf16', 'tinyshakespeare-bf16-5min', "
+                                       "'tinyshakespeare-bf16-10min')"),
     (["train", "--preset", "timemachine-5min", "--resume", "{tmp}"],
      "--resume continues the run with its own settings: drop --preset timemachine-5min"),
 ]
@@ -755,7 +756,8 @@ def test_a_preset_fills_the_settings_not_given_and_says_so(tmp_path, capsys):
 @pytest.mark.parametrize("name, marker, count", [
     ("tinyshakespeare-10min", "Reproduce the `d2lrnn train` row without the benchmark", 16),
     ("tinyshakespeare-bf16", "Reproduce the bfloat16 row without the benchmark", 17),
-    ("tinyshakespeare-bf16-5min", "Reproduce the 5-minute row without the benchmark", 17)])
+    ("tinyshakespeare-bf16-5min", "Reproduce the 5-minute row without the benchmark", 17),
+    ("tinyshakespeare-bf16-10min", "Reproduce the 10-minute row without the benchmark", 19)])
 def test_the_tiny_shakespeare_presets_are_the_commands_the_benchmark_measured(name, marker, count, tmp_path,
                                                                               capsys, backend):
     """--preset NAME runs the settings of the command bench/RESULTS.md gives for its `d2lrnn train` row on
