@@ -577,6 +577,20 @@ def plot_label(result):
     return label + (", per epoch" if result.get("epochs_curve") else "")
 
 
+def plot_labels(results):
+    """Each run's legend entry: :func:`plot_label`, with the model's size and epochs where two runs would
+    share one, and the run's spec where even those do."""
+    base = [None if "error" in r else plot_label(r) for r in results]  # a failed run draws nothing
+    labels = list(base)
+    for i, r in enumerate(results):
+        if base[i] and base.count(base[i]) > 1 and r["kind"] != "reference":
+            c = r["config"]
+            epochs = f", {c['epochs']} epochs" if c.get("epochs") else ""
+            labels[i] = f"{labels[i]} ({c['layers']}x{c['hidden']}{epochs})"
+    return [label if not label or labels.count(label) == 1 else f"{label}: {r['run']}"
+            for label, r in zip(labels, results)]
+
+
 def plot_curves(corpus, results, path):
     """Validation loss against training minutes, one line per run, a marker at each evaluation."""
     import matplotlib
@@ -585,11 +599,11 @@ def plot_curves(corpus, results, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in results:
+    for r, label in zip(results, plot_labels(results)):
         curve = r.get("epochs_curve") or r.get("curve")
         if "error" not in r and curve:
             ax.plot([p[0] for p in curve], [p[1] for p in curve], marker="." if "epochs_curve" in r else "o",
-                    label=plot_label(r))
+                    label=label)
     ax.set_xlabel("training minutes (evaluation time excluded; d2lrnn train: included)")
     ax.set_ylabel("validation loss (nats per character)")
     ax.set_title(f"{corpus}: whole-validation-text loss")
@@ -686,8 +700,8 @@ def parser():
                    help="validation streams (default %(default)s)")
     p.add_argument("--eval-steps", type=int, default=NUM_STEPS, help="steps per evaluation chunk")
     p.add_argument("--out", help="write the section to this file instead of bench/RESULTS.md")
-    p.add_argument("--plot", help="the plot's path, a .png or .svg file or a folder for lm_CORPUS.png (default: "
-                                     "lm_CORPUS.png next to the results file)")
+    p.add_argument("--plot", help="the plot's path, a .png or .svg file or a folder for lm_CORPUS.png "
+                                  "(default: lm_CORPUS.png next to the results file)")
     p.add_argument("--tox", default=str(ROOT / ".tox"), help="where the .tox/BACKEND environments are")
     p.add_argument("--single", metavar="RUN", help="run one run in this process and print its JSON line")
     p.add_argument("--label", help=argparse.SUPPRESS)

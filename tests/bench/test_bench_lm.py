@@ -322,6 +322,18 @@ def test_report_writes_table_commands_and_plot(tmp_path):
     book = dict(results[0], config=dict(results[0]["config"], init="normal"))
     assert bench_lm.plot_label(book) == "d2lrnn concise LSTM on torch, init normal"
     assert bench_lm.plot_label(results[1]) == "reference: plain torch nn.LSTM"
+    # Two `d2lrnn train` rows of one model kind: the legend tells them apart (one plot had two alike).
+    wide = dict(train, run="torch:train:epochs=8,hidden=640",
+                config=dict(train["config"], hidden=640, epochs=8))
+    decayed = dict(wide, run="torch:train:epochs=8,hidden=640,weight_decay=0.1")
+    assert bench_lm.plot_labels([train, wide, results[1], {"run": "x", "error": "exit status 1"}]) == [
+        "d2lrnn train scratch LSTM on torch, per epoch (1x256, 3 epochs)",
+        "d2lrnn train scratch LSTM on torch, per epoch (1x640, 8 epochs)",
+        "reference: plain torch nn.LSTM", None]
+    assert bench_lm.plot_labels([wide, decayed]) == [  # the same size and epochs: the run's spec as well
+        "d2lrnn train scratch LSTM on torch, per epoch (1x640, 8 epochs): torch:train:epochs=8,hidden=640",
+        "d2lrnn train scratch LSTM on torch, per epoch (1x640, 8 epochs): torch:train:epochs=8,hidden=640,"
+        "weight_decay=0.1"]
     # Not Time Machine: no perplexity.
     args = bench_lm.parser().parse_args(["--corpus", "tinyshakespeare", "--minutes", "10", "--out", str(out),
                                          "--plot", str(tmp_path / "p.png")])
