@@ -134,6 +134,10 @@ def sigmoid(x):
     """Elementwise 1 / (1 + exp(-x)), without overflow for large negative x."""
 
 
+def sigmoid_grad(Y, dY):
+    """dY * Y * (1 - Y), the gradient through Y = sigmoid(X) given Y: for hand-written backward passes."""
+
+
 def relu(x):
     """Elementwise max(x, 0)."""
 
@@ -366,8 +370,8 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "relu", "exp", "sin", "log", "sqrt",
-    "abs", "maximum", "minimum",
+    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "sigmoid_grad", "relu", "exp",
+    "sin", "log", "sqrt", "abs", "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax", "sum_of_squares", "nonfinite_probe",
     # classification helpers

@@ -256,6 +256,10 @@ def sigmoid(x):
     return jax.nn.sigmoid(x)
 
 
+def sigmoid_grad(Y, dY):
+    return dY * (Y - Y * Y)
+
+
 def relu(x):
     return jnp.maximum(x, 0.0)
 

@@ -163,6 +163,14 @@ def tanh_grad(Y, dY):
     return dY * (1.0 - Y * Y)
 
 
+def sigmoid_grad(Y, dY):
+    if isinstance(Y, np.ndarray) and isinstance(dY, np.ndarray):
+        out = np.multiply(Y, Y)  # not being differentiated: one buffer, updated in place
+        np.subtract(Y, out, out=out)
+        return np.multiply(out, dY, out=out)
+    return dY * (Y - Y * Y)
+
+
 def sigmoid(x):
     # Elementwise 1 / (1 + exp(-x)), computed as (tanh(x/2) + 1) / 2 to avoid overflow.
     return 0.5 * (anp.tanh(0.5 * x) + 1.0)

@@ -198,6 +198,10 @@ def sigmoid(x):
     return tf.sigmoid(x)
 
 
+def sigmoid_grad(Y, dY):
+    return tf.raw_ops.SigmoidGrad(y=Y, dy=dY)  # the kernel tf.sigmoid's own gradient uses
+
+
 def relu(x):
     return tf.nn.relu(x)
 

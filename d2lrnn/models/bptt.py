@@ -99,11 +99,6 @@ dN_t over steps and rows.
 from .. import backends, ops
 
 
-def _sigmoid_grad(Y, dY):
-    """dY * Y * (1 - Y): the gradient through Y = sigmoid(X) given Y."""
-    return dY * (Y - Y * Y)
-
-
 def _candidate(A_c):
     """C~ = tanh(x) from A_c = sigmoid(2x), the doubled candidate's activation: 2 A_c - 1."""
     return A_c + A_c - 1.0
@@ -200,7 +195,7 @@ def _lstm_backward(residuals, dHs, dH_last, dC_last):
     # operations a step): dC_t gains dH_t O_t (1 - tanh(C_t)^2), and dG_t = [dC_t, dC_t, dH_t, dC_t] * Q_t
     # with Q_t = [C~_t, C_{t-1}, tanh(C_t), 2 I_t] A_t (1 - A_t) (the factor 2: the doubled candidate).
     dC_from_dH = ops.tanh_grad(tanh_C, O)
-    Q = _sigmoid_grad(A, ops.concat([_candidate(A_c), _shifted(C0, Cs), tanh_C, I + I], 2))
+    Q = ops.sigmoid_grad(A, ops.concat([_candidate(A_c), _shifted(C0, Cs), tanh_C, I + I], 2))
     W_h = ops.prepack_linear(W_h)  # used in T products below
     dH_T, dH_prev_out = _output_grads(dHs)
 
@@ -234,7 +229,7 @@ def _gate_factors(ZR, H_tilde, D, X):
     (the book's form: X_t = H_{t-1}, g_t = dRH_t; the reset-after form: X_t = N_t, g_t = dA_t)."""
     T, B, two_h = ops.shape(ZR)
     Z, R = ops.unstack(ops.reshape(ZR, (T, B, 2, two_h // 2)), 2)
-    return Z, R, ops.tanh_grad(H_tilde, 1.0 - Z), _sigmoid_grad(ZR, ops.concat([D, X], 2))
+    return Z, R, ops.tanh_grad(H_tilde, 1.0 - Z), ops.sigmoid_grad(ZR, ops.concat([D, X], 2))
 
 
 def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):

@@ -18,9 +18,10 @@ every backend, as the concise model uses it).
 Kinks: inputs of abs, relu, maximum and minimum stay at least 0.2 from the kink, and inputs of max
 have entries at least 0.2 apart (no ties), so a step of eps never crosses a kink.
 
-``tanh_grad(Y, dY) = dY (1 - Y^2)`` is differentiable w.r.t. both inputs on every backend (torch's
-``tanh_backward`` and TensorFlow's ``TanhGrad`` have gradients of their own; NumPy and MXNet switch
-to the composed form while recording): both are checked, and the forward pass used by the finite
+``tanh_grad(Y, dY) = dY (1 - Y^2)`` and ``sigmoid_grad(Y, dY) = dY Y (1 - Y)`` are differentiable w.r.t.
+both inputs on every backend (torch's ``tanh_backward`` / ``sigmoid_backward``, TensorFlow's ``TanhGrad`` /
+``SigmoidGrad`` and Paddle's kernels have gradients of their own; NumPy and MXNet switch to the composed
+form while recording): both are checked, and the forward pass used by the finite
 differences is the fused kernel, so the check also ties the fused and the composed forms together.
 """
 
@@ -307,6 +308,9 @@ CASES = {
                   Case(op("tanh_grad"), [np.tanh(normal(3, 4)), normal(3, 4)], wrt=[0]),
                   Case(op("tanh_grad"), [np.tanh(normal(3, 4)), normal(3, 4)], wrt=[1])],
     "sigmoid": [Case(op("sigmoid"), [normal(3, 4, scale=4.0)])],
+    "sigmoid_grad": [Case(op("sigmoid_grad"), [1 / (1 + np.exp(-normal(3, 4))), normal(3, 4)]),
+                     Case(op("sigmoid_grad"), [1 / (1 + np.exp(-normal(3, 4))), normal(3, 4)], wrt=[0]),
+                     Case(op("sigmoid_grad"), [1 / (1 + np.exp(-normal(3, 4))), normal(3, 4)], wrt=[1])],
     "relu": [Case(op("relu"), [away_from(0.0, 3, 4)])],
     "exp": [Case(op("exp"), [normal(3, 4)])],
     "sin": [Case(op("sin"), [normal(3, 4, scale=2.0)])],

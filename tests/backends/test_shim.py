@@ -84,6 +84,21 @@ def _tanh_grad_recorded(x, dY):
     return ops.tanh_grad(ops.tanh(x), dY)
 
 
+def _sigmoid_grad_recorded(x, dY):
+    # sigmoid_grad while gradients are being recorded (as in a second-order use)
+    return ops.sigmoid_grad(ops.sigmoid(x), dY)
+
+
+def _sigmoid_grad_cases():
+    # Their own generator: the later cases keep the inputs the shared one gave them before.
+    r = np.random.default_rng(7)
+    Y, dY, x = (r.standard_normal((3, 4)).astype(np.float32) for _ in range(3))
+    # x away from 0, where the second derivative's factor 1 - 2 sigmoid(x) cancels in float32 (the
+    # gradient's relative error there is not the op's)
+    x = np.sign(x) * (0.5 + np.abs(x))
+    return [(op("sigmoid_grad"), [1 / (1 + np.exp(-Y)), dY], False), (_sigmoid_grad_recorded, [x, dY], True)]
+
+
 def _custom_vjp_one_output_used(a, b):
     return product_and_tanh_sum(a, b)[0] * 3.0
 
@@ -188,6 +203,7 @@ CASES = {
     "tanh_grad": [(op("tanh_grad"), [np.tanh(f32(3, 4)), f32(3, 4)], False),
                   (_tanh_grad_recorded, [f32(3, 4), f32(3, 4)], True)],
     "sigmoid": [(op("sigmoid"), [f32(3, 4) * 4], True)],
+    "sigmoid_grad": _sigmoid_grad_cases(),
     "relu": [(op("relu"), [f32(3, 4)], True)],
     "exp": [(op("exp"), [f32(3, 4)], True)],
     "sin": [(op("sin"), [f32(3, 4)], True)],

@@ -484,6 +484,18 @@ def test_tanh_grad():
     check(ops.tanh_grad(t(Y), t(dY)), expected, bound)
 
 
+def test_sigmoid_grad():
+    # dY Y (1 - Y) with 0 < Y < 1 and Y = 0, 1/2, 1 exactly. Composed as dY (Y - Y*Y) or fused as
+    # dY (1 - Y) Y, each of the three roundings is at most U of its result: at most
+    # 3 U |dY| (Y^2 + Y |1 - Y| + |Y - Y^2|) whatever the order; 4 U leaves a margin.
+    Y = np.concatenate([1 / (1 + np.exp(-f32(3, 4, scale=3.0).ravel())), [0.0, 0.5, 1.0, 0.9999999]])
+    Y, dY = Y.astype(np.float32).reshape(4, 4), f32(16, scale=2.0).reshape(4, 4)
+    expected = f64(dY) * f64(Y) * (1.0 - f64(Y))
+    Y64 = f64(Y)
+    bound = 4 * U * np.abs(f64(dY)) * (Y64**2 + Y64 * np.abs(1 - Y64) + np.abs(Y64 - Y64**2))
+    check(ops.sigmoid_grad(t(Y), t(dY)), expected, bound)
+
+
 def test_sigmoid():
     # 1 / (1 + exp(-x)) in float64 (it is 0 at x = -1000 and -100 in float64 as in float32, as the
     # true values are below both formats' range or resolution there).
@@ -1041,6 +1053,7 @@ VALUE_TESTS = {
     "prepack_linear": ["test_prepack_linear_keeps_the_values"],
     "tanh": ["test_tanh"],
     "tanh_grad": ["test_tanh_grad"],
+    "sigmoid_grad": ["test_sigmoid_grad"],
     "sigmoid": ["test_sigmoid"],
     "relu": ["test_relu_abs_exact"],
     "exp": ["test_exp"],
