@@ -622,19 +622,18 @@ def output_paths(args):
     """The section's file and the plot's, checked before any run starts: a missing folder found after
     the runs would lose their minutes of training."""
     out = pathlib.Path(args.out) if args.out else RESULTS
-    if args.plot and pathlib.Path(args.plot).is_dir():  # a folder: the default file name in it
-        plot = pathlib.Path(args.plot) / f"lm_{args.corpus}.png"
-    elif args.plot:
+    name = f"lm_{args.corpus}.png"
+    if args.plot:
         plot = pathlib.Path(args.plot)
+        plot = plot / name if plot.is_dir() else plot  # a folder: the default file name in it
     else:
-        folder = RESULTS.parent if out.resolve() == RESULTS.resolve() else out.parent
-        plot = folder / f"lm_{args.corpus}.png"
+        plot = (RESULTS.parent if out.resolve() == RESULTS.resolve() else out.parent) / name
     for flag, path in (("--out", out), ("--plot", plot)):
         if not path.parent.is_dir():
             raise BenchError(f"{flag} {path}: the folder {path.parent} does not exist: create it, or pass "
                              f"a path in an existing folder")
     if plot.suffix not in PLOT_SUFFIXES:  # matplotlib would add ".png", and the section link the wrong file
-        raise BenchError(f"--plot {plot}: name a .png or .svg file, or a folder for lm_{args.corpus}.png")
+        raise BenchError(f"--plot {plot}: name a .png or .svg file, or a folder for {name}")
     return out, plot
 
 

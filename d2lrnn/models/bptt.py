@@ -17,9 +17,9 @@ back. What every scan shares:
   gradients are the stacked gate gradients themselves;
 - both loops use ``linear`` (X W^T, the addend fused where the backend can), with each weight
   prepacked once per minibatch into the layout the backend's product is fastest with;
-- activation gradients come from the stored activations (tanh through the fused ``tanh_grad``,
-  sigmoid as dY Y (1 - Y)), and whatever multiplies the carried gradients at a step is computed for
-  all steps at once before the backward loop: the LSTM's loop body is six operations, the GRUs' eight
+- activation gradients come from the stored activations (through the fused ``tanh_grad`` and
+  ``sigmoid_grad``), and whatever multiplies the carried gradients at a step is computed for all
+  steps at once before the backward loop: the LSTM's loop body is six operations, the GRUs' eight
   or nine (TensorFlow's graph of a 35-step LSTM training step: 1,179 operations, against 1,446 with
   these factors computed inside the loop);
 - gates that share an activation are computed together (all four of the LSTM's, the GRU's update
