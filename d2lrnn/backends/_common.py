@@ -118,13 +118,27 @@ def require(package, backend, extra=None):
         ) from None
 
 
-def cpu_vendor():
-    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or "" where unknown."""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+#: Where Linux describes the CPU.
+CPUINFO = "/proc/cpuinfo"
+
+
+def _cpuinfo_field(name):
+    """The first ``name`` line's value in :data:`CPUINFO`, or "" where there is none (not Linux)."""
+    with contextlib.suppress(OSError), open(CPUINFO, encoding="ascii", errors="replace") as f:
         for line in f:
-            if line.startswith("vendor_id"):
+            if line.startswith(name):
                 return line.split(":", 1)[1].strip()
     return ""
+
+
+def cpu_vendor():
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``), or "" where unknown."""
+    return _cpuinfo_field("vendor_id")
+
+
+def cpu_flags():
+    """The CPU's instruction sets as Linux names them (``avx2``, ``avx512f``, ...); empty where unknown."""
+    return frozenset(_cpuinfo_field("flags").split())
 
 
 #: ``OMP_NUM_THREADS`` as it was when d2lrnn was imported: the user's setting, before a framework that

@@ -204,26 +204,40 @@ def take(x, indices, axis=0):
 
 #: Whether 2-D products go to the build's OpenBLAS (nd.dot, nd.linalg.gemm) rather than oneDNN's
 #: FullyConnected. On Intel Xeons FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3).
-#: On an AMD EPYC (Zen 4) it was the reverse: oneDNN 2.4's inner product ran the RNN step's
-#: 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
+#: On an AMD EPYC (Zen 4) without AVX-512 it was the reverse: oneDNN 2.4's inner product ran the RNN
+#: step's 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
 #: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_blas`` keeps
 #: on FullyConnected (bench/MXNET.md). Decided by the CPU, not by timing, so runs are reproducible.
 BLAS_PRODUCTS = _common.cpu_vendor() == "AuthenticAMD"
+#: Whether the CPU has AVX-512, which oneDNN uses and OpenBLAS 0.3.13's Zen kernels do not. On an AMD EPYC
+#: with it (2 threads, 2026-12-07) FullyConnected ran 2048^3 at 412 GFLOP/s and OpenBLAS at 193, and
+#: forward and backward together were faster at every size from 32x512x512 (0.47 against 0.60 ms) to
+#: 640x256x3324 (the seq2seq decoder's output layer: 16 against 32 ms); OpenBLAS kept only the forward
+#: products of fewer than 64 rows (32x512x2048: 1.06 against 1.48 ms).
+AVX512 = "avx512f" in _common.cpu_flags()
+#: The fewest rows for which FullyConnected beats OpenBLAS on a product that is not differentiated (AVX512).
+ONEDNN_MIN_ROWS = 64
 
 
-def _blas(k, n):
-    """Whether a product with inner size ``k`` and ``n`` output columns goes to OpenBLAS.
+def _blas(rows, k, n):
+    """Whether a product of ``rows()`` rows (a function: a shape costs a call into MXNet), inner size ``k``
+    and ``n`` output columns goes to OpenBLAS.
 
-    Not for narrow outputs (the 28 logits of a character model), nor for a narrow inner size
-    while recording: there FullyConnected's fused backward is faster than nd.dot's two products.
+    Not for narrow outputs (the 28 logits of a character model), nor for a narrow inner size while
+    recording: there FullyConnected's fused backward is faster than nd.dot's two products. With AVX-512,
+    only a product of few rows that is not recorded.
     """
-    return BLAS_PRODUCTS and n >= 128 and (k >= 128 or not autograd.is_recording())
+    if not BLAS_PRODUCTS or n < 128:
+        return False
+    if AVX512:
+        return not autograd.is_recording() and rows() < ONEDNN_MIN_ROWS
+    return k >= 128 or not autograd.is_recording()
 
 
 def matmul(a, b):
     if a.ndim == 3 and b.ndim == 3:
         return nd.batch_dot(a, b)
-    if a.ndim >= 2 and b.ndim == 2 and not _blas(*b.shape):
+    if a.ndim >= 2 and b.ndim == 2 and not _blas(lambda: a.size // a.shape[-1], *b.shape):
         # oneDNN's FullyConnected computes a (b^T)^T, transposing b included; ``flatten=False`` multiplies
         # the last axis of a stack of rows (the decoder's (batch, steps, hidden) states by its output layer:
         # 20 against 100 ms forward and backward at the seq2seq bench's sizes, where ``nd.dot`` goes to
@@ -238,8 +252,8 @@ def linear(X, W, b=None):
     # is FullyConnected's bias.
     n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
     if type(X) is Traced:
-        return _graphs.linear(X, W, b, _blas(k, n))
-    if _blas(k, n):
+        return _graphs.linear(X, W, b, _blas(lambda: X.shape[0], k, n))
+    if _blas(lambda: X.shape[0], k, n):
         if b is not None and b.shape == (X.shape[0], n):
             return nd.linalg.gemm(X, W, b, transpose_b=True)
         Y = nd.dot(X, W, transpose_b=True)

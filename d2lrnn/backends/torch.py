@@ -130,24 +130,12 @@ def matmul(a, b):
     return torch.matmul(a, b)
 
 
-def _cpu_vendor():
-    """The CPU's maker as Linux names it ('GenuineIntel', 'AuthenticAMD'), or '' where unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
 #: Whether large float32 products outside autograd go through oneDNN rather than torch's BLAS. MKL, that
 #: BLAS, runs a generic code path on CPUs not made by Intel: on a 2-core AMD EPYC with AVX-512 the
 #: hand-written scans' weight gradients ((512, 1088) x (1088, 512..2048)) ran at 184-190 GFLOP/s through it
 #: and at 297-313 through oneDNN, copies included (2026-12-07); on Intel's CPUs MKL stays.
 ONEDNN_PRODUCTS = (torch.backends.mkldnn.is_available() and torch.backends.mkl.is_available()
-                   and _cpu_vendor() not in ("GenuineIntel", ""))
+                   and _common.cpu_vendor() not in ("GenuineIntel", ""))
 #: The fewest rows of ``a`` for :data:`ONEDNN_PRODUCTS`: with 32 rows the copy of ``b`` costs more than it
 #: saves ((32, 512) x (512, 2048): 0.62 against MKL's 0.52 ms); from 128 rows on it does not. Products with
 #: fewer than 64 inner or 16 output columns are too small for either to matter and stay with MKL.

@@ -126,3 +126,16 @@ def test_adams_update_in_place_gives_the_formulas_bits(rng, dtype, weight_decay)
                 np.testing.assert_array_equal(a, b)
     for g, before in zip(G, G_before):  # the gradients are read, not written
         np.testing.assert_array_equal(g, before)
+
+
+def test_the_cpus_vendor_and_instruction_sets_come_from_its_first_entry(monkeypatch, tmp_path):
+    from d2lrnn.backends import _common
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 avx512f\n\n"
+                       "processor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: fpu\n")
+    monkeypatch.setattr(_common, "CPUINFO", str(cpuinfo))
+    assert _common.cpu_vendor() == "AuthenticAMD"
+    assert _common.cpu_flags() == {"fpu", "avx2", "avx512f"}
+    monkeypatch.setattr(_common, "CPUINFO", str(tmp_path / "missing"))  # not Linux: nothing known
+    assert _common.cpu_vendor() == "" and _common.cpu_flags() == frozenset()

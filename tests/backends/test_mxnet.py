@@ -10,6 +10,7 @@ The hand-written scans' forward passes (``d2lrnn/models/bptt.py``) run as one ca
 (``d2lrnn/backends/_mxnet_graphs.py``), with the bits of the same operators run one by one.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -184,3 +185,49 @@ def test_a_function_the_graph_cannot_take_runs_operator_by_operator(rng):
         assert traceable.graphs_built == 1 and untraceable.graphs_built == 0
         np.testing.assert_array_equal(traceable([X])[0].asnumpy(), (backend.tanh(X) * 2.0 - X).asnumpy())
         np.testing.assert_array_equal(untraceable([X])[0].asnumpy(), backend.exp(X).asnumpy())
+
+
+# (rows, inner, columns, recorded) -> the operator each kind of CPU runs: Intel's (oneDNN's FullyConnected
+# throughout), AMD's without AVX-512 (its OpenBLAS but for narrow products) and AMD's with it (OpenBLAS for
+# few rows, not recorded, only).
+PRODUCTS = [
+    ((32, 256, 256, False), ("FullyConnected", "dot", "dot")),
+    ((32, 256, 256, True), ("FullyConnected", "dot", "FullyConnected")),
+    ((32, 64, 256, True), ("FullyConnected", "FullyConnected", "FullyConnected")),  # narrow inner, recorded
+    ((32, 256, 28, False), ("FullyConnected", "FullyConnected", "FullyConnected")),  # narrow output
+    ((64, 256, 256, False), ("FullyConnected", "dot", "FullyConnected")),
+    ((160, 256, 256, True), ("FullyConnected", "dot", "FullyConnected")),
+]
+
+
+@pytest.mark.parametrize("cpu", [0, 1, 2], ids=["intel", "amd", "amd-avx512"])
+@pytest.mark.parametrize("shape", [p[0] for p in PRODUCTS],
+                         ids=lambda s: "x".join(map(str, s[:3])) + "-recorded" * s[3])
+def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, cpu, shape):
+    import mxnet as mx
+
+    from d2lrnn.backends import load_backend
+
+    backend = load_backend("mxnet")
+    monkeypatch.setattr(backend, "BLAS_PRODUCTS", cpu > 0)
+    monkeypatch.setattr(backend, "AVX512", cpu == 2)
+    rows, k, n, recorded = shape
+    called = []
+
+    def counted(name):
+        operator = getattr(mx.nd, name)
+        return lambda *args, **kwargs: called.append(name) or operator(*args, **kwargs)
+
+    for name in ("FullyConnected", "dot"):
+        monkeypatch.setattr(mx.nd, name, counted(name))
+    X, W = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+    x, w = mx.nd.array(X), mx.nd.array(W)
+    if recorded:
+        x.attach_grad()
+    with d2l.use_backend("mxnet"), mx.autograd.record() if recorded else contextlib.nullcontext():
+        products = [backend.linear(x, w), backend.matmul(x, w.T)]
+    assert called == [dict(PRODUCTS)[shape][cpu]] * 2
+    expected = X.astype(np.float64) @ W.T.astype(np.float64)
+    bound = 4 * k * np.finfo(np.float32).eps * (np.abs(X) @ np.abs(W.T))  # float32 sums of k products
+    for product in products:
+        assert np.all(np.abs(product.asnumpy() - expected) <= bound)
