@@ -141,21 +141,24 @@ def concat(xs, axis):
     return Traced(sym.concat(*[x.symbol for x in xs], dim=axis, num_args=len(xs)), shape)
 
 
-def linear(X, W, b, blas):
-    """X W^T (+ b), the operators the backend's ``linear`` picks for the same shapes (``blas``: its
-    ``_blas`` answer)."""
+def linear(X, W, b, product):
+    """X W^T (+ b), the operators the backend's ``linear`` picks for the same shapes (``product``: its
+    ``_product`` answer)."""
     if not isinstance(W, Traced) or not (b is None or isinstance(b, Traced)):
         raise Untraceable("linear of a traced and a concrete array")
     n, k = W.shape
-    shape = (X.shape[0], n)
-    if blas:
-        if b is not None and b.shape == shape:
-            return Traced(sym.linalg.gemm(X.symbol, W.symbol, b.symbol, transpose_b=True), shape)
-        Y = Traced(sym.dot(X.symbol, W.symbol, transpose_b=True), shape)
+    rows = X.shape[0]
+    if product == "blas":
+        if b is not None and b.shape == (rows, n):
+            return Traced(sym.linalg.gemm(X.symbol, W.symbol, b.symbol, transpose_b=True), (rows, n))
+        Y = Traced(sym.dot(X.symbol, W.symbol, transpose_b=True), (rows, n))
     elif b is not None and b.ndim == 1:
-        return Traced(sym.FullyConnected(X.symbol, W.symbol, b.symbol, num_hidden=n), shape)
+        return Traced(sym.FullyConnected(X.symbol, W.symbol, b.symbol, num_hidden=n), (rows, n))
+    elif product == "swapped":
+        swapped = sym.FullyConnected(W.symbol, X.symbol, num_hidden=rows, no_bias=True)  # W X^T
+        Y = Traced(sym.transpose(swapped), (rows, n))
     else:
-        Y = Traced(sym.FullyConnected(X.symbol, W.symbol, num_hidden=n, no_bias=True), shape)
+        Y = Traced(sym.FullyConnected(X.symbol, W.symbol, num_hidden=n, no_bias=True), (rows, n))
     return Y if b is None else Y + b
 
 

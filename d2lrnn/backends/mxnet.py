@@ -212,32 +212,36 @@ BLAS_PRODUCTS = _common.cpu_vendor() == "AuthenticAMD"
 #: Whether the CPU has AVX-512, which oneDNN uses and OpenBLAS 0.3.13's Zen kernels do not. On an AMD EPYC
 #: with it (2 threads, 2026-12-07) FullyConnected ran 2048^3 at 412 GFLOP/s and OpenBLAS at 193, and
 #: forward and backward together were faster at every size from 32x512x512 (0.47 against 0.60 ms) to
-#: 640x256x3324 (the seq2seq decoder's output layer: 16 against 32 ms); OpenBLAS kept only the forward
-#: products of fewer than 64 rows (32x512x2048: 1.06 against 1.48 ms).
+#: 640x256x3324 (the seq2seq decoder's output layer: 16 against 32 ms). A product of few rows was faster
+#: still with the operands' roles swapped, (W X^T)^T (32x512x2048, the LSTM's step: forward 0.33 ms against
+#: FullyConnected's 0.75 and OpenBLAS's 0.70; with the backward 1.13 against 1.64 and 2.99): FullyConnected
+#: reorders its weight operand at every call, and X is the smaller one (bench/MXNET.md).
 AVX512 = "avx512f" in _common.cpu_flags()
-#: The fewest rows for which FullyConnected beats OpenBLAS on a product that is not differentiated (AVX512).
+#: The fewest rows for which FullyConnected X W^T beats the swapped (W X^T)^T (64x256x768, the seq2seq
+#: bench's step: 0.36 against 0.40 ms with the backward) where :data:`AVX512`.
 ONEDNN_MIN_ROWS = 64
 
 
-def _blas(rows, k, n):
-    """Whether a product of ``rows()`` rows (a function: a shape costs a call into MXNet), inner size ``k``
-    and ``n`` output columns goes to OpenBLAS.
+def _product(rows, k, n):
+    """Which operator runs a product of ``rows()`` rows (a function: a shape costs a call into MXNet), inner
+    size ``k`` and ``n`` output columns: "blas" (OpenBLAS's ``nd.dot``, ``nd.linalg.gemm``), "onednn"
+    (``FullyConnected``) or "swapped" (``FullyConnected`` with X as its weight, transposed after).
 
-    Not for narrow outputs (the 28 logits of a character model), nor for a narrow inner size while
-    recording: there FullyConnected's fused backward is faster than nd.dot's two products. With AVX-512,
-    only a product of few rows that is not recorded.
+    OpenBLAS only where :data:`BLAS_PRODUCTS` and not :data:`AVX512`, and not for narrow outputs (the 28
+    logits of a character model), nor for a narrow inner size while recording: there FullyConnected's
+    fused backward is faster than nd.dot's two products.
     """
     if not BLAS_PRODUCTS or n < 128:
-        return False
+        return "onednn"
     if AVX512:
-        return not autograd.is_recording() and rows() < ONEDNN_MIN_ROWS
-    return k >= 128 or not autograd.is_recording()
+        return "onednn" if rows() >= ONEDNN_MIN_ROWS else "swapped"
+    return "blas" if k >= 128 or not autograd.is_recording() else "onednn"
 
 
 def matmul(a, b):
     if a.ndim == 3 and b.ndim == 3:
         return nd.batch_dot(a, b)
-    if a.ndim >= 2 and b.ndim == 2 and not _blas(lambda: a.size // a.shape[-1], *b.shape):
+    if a.ndim >= 2 and b.ndim == 2 and _product(lambda: a.size // a.shape[-1], *b.shape) != "blas":
         # oneDNN's FullyConnected computes a (b^T)^T, transposing b included; ``flatten=False`` multiplies
         # the last axis of a stack of rows (the decoder's (batch, steps, hidden) states by its output layer:
         # 20 against 100 ms forward and backward at the seq2seq bench's sizes, where ``nd.dot`` goes to
@@ -252,13 +256,16 @@ def linear(X, W, b=None):
     # is FullyConnected's bias.
     n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
     if type(X) is Traced:
-        return _graphs.linear(X, W, b, _blas(lambda: X.shape[0], k, n))
-    if _blas(lambda: X.shape[0], k, n):
+        return _graphs.linear(X, W, b, _product(lambda: X.shape[0], k, n))
+    product = _product(lambda: X.shape[0], k, n)
+    if product == "blas":
         if b is not None and b.shape == (X.shape[0], n):
             return nd.linalg.gemm(X, W, b, transpose_b=True)
         Y = nd.dot(X, W, transpose_b=True)
     elif b is not None and b.ndim == 1:
         return nd.FullyConnected(X, W, b, num_hidden=n)
+    elif product == "swapped":
+        Y = nd.transpose(nd.FullyConnected(W, X, num_hidden=X.shape[0], no_bias=True))
     else:
         Y = nd.FullyConnected(X, W, num_hidden=n, no_bias=True)
     return Y if b is None else Y + b

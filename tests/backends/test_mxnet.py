@@ -117,13 +117,15 @@ def test_adams_update_computes_the_formula_to_the_bit_in_numpy_on_the_cpu_and_as
         assert backend._adam_graph.cache_info().currsize == 1  # only the graph built above
 
 
-T, B, H = 5, 3, 4  # steps, rows, hidden units
-SCAN_INPUTS = {  # the shapes of each hand-written scan's inputs (d2lrnn/models/bptt.py)
-    "rnn": [(T, B, H), (B, H), (H, H)],
-    "lstm": [(T, B, 4 * H), (B, H), (B, H), (H, 4 * H)],
-    "gru": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H)],
-    "gru_reset_after": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H), (H,)],
-}
+T, B = 5, 3  # steps, rows
+
+
+def scan_inputs(kind, H):
+    """The shapes of each hand-written scan's inputs (d2lrnn/models/bptt.py) for H hidden units."""
+    return {"rnn": [(T, B, H), (B, H), (H, H)],
+            "lstm": [(T, B, 4 * H), (B, H), (B, H), (H, 4 * H)],
+            "gru": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H)],
+            "gru_reset_after": [(T, B, 2 * H), (T, B, H), (B, H), (H, 2 * H), (H, H), (H,)]}[kind]
 
 
 def _forward_and_grads(fn, inputs, weights):
@@ -140,15 +142,22 @@ def _forward_and_grads(fn, inputs, weights):
     return [y.asnumpy() for y in outputs], [x.grad.asnumpy() for x in inputs]
 
 
-@pytest.mark.parametrize("kind", list(SCAN_INPUTS))
-def test_the_hand_written_scans_run_as_one_cached_graph_with_the_operators_values(rng, kind):
+# Each kind of CPU picks its own operators for products of 128 columns and more (test_a_product_runs_...).
+@pytest.mark.parametrize("cpu, H", [(0, 4), (1, 128), (2, 128)], ids=["intel", "amd", "amd-avx512"])
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru", "gru_reset_after"])
+def test_the_hand_written_scans_run_as_one_cached_graph_with_the_operators_values(monkeypatch, rng, kind, cpu,
+                                                                                   H):
     import mxnet as mx
 
+    from d2lrnn.backends import load_backend
     from d2lrnn.models import bptt
 
+    monkeypatch.setattr(load_backend("mxnet"), "BLAS_PRODUCTS", cpu > 0)
+    monkeypatch.setattr(load_backend("mxnet"), "AVX512", cpu == 2)
+    monkeypatch.setattr(bptt, "_scans", {})  # graphs traced under this CPU's products
     with d2l.use_backend("mxnet"):
         scan, (forward, _) = bptt._scan(kind), bptt._SCANS[kind]
-        inputs = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in SCAN_INPUTS[kind]]
+        inputs = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in scan_inputs(kind, H)]
         weights = [mx.nd.array(rng.standard_normal(s).astype(np.float32)) for s in [(T, B, H)] + [(B, H)] * 2]
         built = scan.graphs_built()
         graph = _forward_and_grads(scan, inputs, weights)
@@ -187,13 +196,14 @@ def test_a_function_the_graph_cannot_take_runs_operator_by_operator(rng):
         np.testing.assert_array_equal(untraceable([X])[0].asnumpy(), backend.exp(X).asnumpy())
 
 
-# (rows, inner, columns, recorded) -> the operator each kind of CPU runs: Intel's (oneDNN's FullyConnected
-# throughout), AMD's without AVX-512 (its OpenBLAS but for narrow products) and AMD's with it (OpenBLAS for
-# few rows, not recorded, only).
+# (rows, inner, columns, recorded) -> the operator ``linear`` runs on each kind of CPU: Intel's (oneDNN's
+# FullyConnected throughout), AMD's without AVX-512 (its OpenBLAS but for narrow products) and AMD's with it
+# (FullyConnected, with the operands' roles swapped for few rows: "swapped"). ``matmul`` runs a swapped one as
+# FullyConnected.
 PRODUCTS = [
-    ((32, 256, 256, False), ("FullyConnected", "dot", "dot")),
-    ((32, 256, 256, True), ("FullyConnected", "dot", "FullyConnected")),
-    ((32, 64, 256, True), ("FullyConnected", "FullyConnected", "FullyConnected")),  # narrow inner, recorded
+    ((32, 256, 256, False), ("FullyConnected", "dot", "swapped")),
+    ((32, 256, 256, True), ("FullyConnected", "dot", "swapped")),
+    ((32, 64, 256, True), ("FullyConnected", "FullyConnected", "swapped")),  # narrow inner, recorded
     ((32, 256, 28, False), ("FullyConnected", "FullyConnected", "FullyConnected")),  # narrow output
     ((64, 256, 256, False), ("FullyConnected", "dot", "FullyConnected")),
     ((160, 256, 256, True), ("FullyConnected", "dot", "FullyConnected")),
@@ -216,7 +226,12 @@ def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, c
 
     def counted(name):
         operator = getattr(mx.nd, name)
-        return lambda *args, **kwargs: called.append(name) or operator(*args, **kwargs)
+
+        def call(*args, **kwargs):  # FullyConnected's first operand is its data: W where roles are swapped
+            called.append("swapped" if name == "FullyConnected" and args[0].shape[0] != rows else name)
+            return operator(*args, **kwargs)
+
+        return call
 
     for name in ("FullyConnected", "dot"):
         monkeypatch.setattr(mx.nd, name, counted(name))
@@ -225,9 +240,11 @@ def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, c
     if recorded:
         x.attach_grad()
     with d2l.use_backend("mxnet"), mx.autograd.record() if recorded else contextlib.nullcontext():
-        products = [backend.linear(x, w), backend.matmul(x, w.T)]
-    assert called == [dict(PRODUCTS)[shape][cpu]] * 2
+        products = [backend.linear(x, w), backend.matmul(x, w.T), backend.linear(x, w, mx.nd.ones((rows, n)))]
+    by_linear = dict(PRODUCTS)[shape][cpu]
+    by_matmul = "FullyConnected" if by_linear == "swapped" else by_linear
+    assert called == [by_linear, by_matmul] + ([] if by_linear == "dot" else [by_linear])  # dot + B: a gemm
     expected = X.astype(np.float64) @ W.T.astype(np.float64)
     bound = 4 * k * np.finfo(np.float32).eps * (np.abs(X) @ np.abs(W.T))  # float32 sums of k products
-    for product in products:
-        assert np.all(np.abs(product.asnumpy() - expected) <= bound)
+    for product, addend in zip(products, (0, 0, 1)):
+        assert np.all(np.abs(product.asnumpy() - addend - expected) <= bound + 4 * np.finfo(np.float32).eps)
