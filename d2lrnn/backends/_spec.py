@@ -104,6 +104,15 @@ def matmul(a, b):
     """
 
 
+def dense(X, W, b):
+    """A dense layer over a stack of rows: X W + b for ``X`` (..., k), ``W`` (k, n) and ``b`` (n,).
+
+    :func:`matmul`, then ``+ b``; where the framework has a layer kernel that adds the bias itself
+    (MXNet's FullyConnected), that kernel, whose backward pass then sums the bias's gradient over the rows
+    too (a broadcast add's backward on MXNet took 9 of the 22 ms of a seq2seq decoder's output layer).
+    """
+
+
 def linear(X, W, b=None):
     """X W^T (+ b) for a 2-D ``X`` and a weight ``W`` of shape (out, in); ``b`` broadcasts to it.
 
@@ -370,8 +379,8 @@ SHIM_FUNCTIONS = (
     # shaping
     "reshape", "transpose", "concat", "stack", "unstack", "take",
     # arithmetic and activations
-    "matmul", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "sigmoid_grad", "relu", "exp",
-    "sin", "log", "sqrt", "abs", "maximum", "minimum",
+    "matmul", "dense", "linear", "prepack_linear", "tanh", "tanh_grad", "sigmoid", "sigmoid_grad", "relu",
+    "exp", "sin", "log", "sqrt", "abs", "maximum", "minimum",
     # reductions
     "sum", "mean", "max", "argmax", "sum_of_squares", "nonfinite_probe",
     # classification helpers

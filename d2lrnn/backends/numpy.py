@@ -137,6 +137,10 @@ def matmul(a, b):
     return anp.matmul(a, b)
 
 
+def dense(X, W, b):
+    return matmul(X, W) + b
+
+
 def linear(X, W, b=None):
     if to_numpy(W).flags.f_contiguous:  # W is a transposed view: W^T is a plain row-major matrix
         Y = anp.matmul(X, anp.transpose(W))

@@ -275,6 +275,10 @@ def matmul(a, b):
     return paddle.matmul(a, b, transpose_x=a_T, transpose_y=b_T)
 
 
+def dense(X, W, b):
+    return matmul(X, W) + b
+
+
 def linear(X, W, b=None):
     # X W^T, with W^T read as it lies where it is contiguous (``prepack_linear``'s weights, BPTT's
     # ``transpose(W_hh)``): see ``_as_laid_out``.

@@ -164,6 +164,10 @@ class _PackedWeight:
         self.W_T = W_T
 
 
+def dense(X, W, b):
+    return matmul(X, W) + b
+
+
 def linear(X, W, b=None):
     if isinstance(W, _PackedWeight):
         Y = tf.matmul(X, W.W_T)

@@ -149,6 +149,10 @@ def _through_onednn(a, b):
             and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)))
 
 
+def dense(X, W, b):
+    return matmul(X, W) + b
+
+
 def linear(X, W, b=None):
     # ``W`` may come from :func:`prepack_linear` (a oneDNN-packed weight): then oneDNN runs the
     # product with the addend fused.

@@ -36,7 +36,7 @@ def output_params(num_hiddens, num_outputs, device=None, init="normal"):
 def output_layer(Hs, W_hq, b_q):
     """O_t = H_t W_hq + b_q for every step at once: (num_steps * batch, outputs), step-major."""
     T, B, h = ops.shape(Hs)
-    return ops.matmul(ops.reshape(Hs, (T * B, h)), W_hq) + b_q
+    return ops.dense(ops.reshape(Hs, (T * B, h)), W_hq, b_q)
 
 
 def init_rnn_state(batch_size, num_hiddens, device=None):

@@ -304,7 +304,7 @@ class Seq2SeqDecoder(Decoder):
         if training and self.output_dropout:
             S = ops.dropout(S, self.output_dropout)
         W_hq = ops.transpose(params[0]) if self.tie_embeddings else params[-2]
-        O = ops.matmul(S, W_hq) + params[-1]  # (batch, num_steps, vocab)
+        O = ops.dense(S, W_hq, params[-1])  # S W_hq + b_q: (batch, num_steps, vocab)
         return O, tuple(state[:kept]) + rnn_state
 
     @staticmethod

@@ -408,6 +408,9 @@ CASES = {
     # value_and_grad computes every analytic gradient in this table; besides, with has_aux:
     "value_and_grad": [Special(_check_value_and_grad_aux, 5)],
     "compile": [Special(_check_compiled_step, 6)],
+    "dense": [Case(op("dense"), [normal(3, 5), normal(5, 4), normal(4)]),
+              # a stack of rows (MXNet: FullyConnected with its bias)
+              Case(op("dense"), [normal(2, 3, 5), normal(5, 4), normal(4)])],
 }
 
 #: Shim functions without a gradient to check, each with the reason.

@@ -240,11 +240,13 @@ def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, c
     if recorded:
         x.attach_grad()
     with d2l.use_backend("mxnet"), mx.autograd.record() if recorded else contextlib.nullcontext():
-        products = [backend.linear(x, w), backend.matmul(x, w.T), backend.linear(x, w, mx.nd.ones((rows, n)))]
+        products = [backend.linear(x, w), backend.matmul(x, w.T), backend.linear(x, w, mx.nd.ones((rows, n))),
+                    backend.dense(x, w.T, mx.nd.ones((n,)))]
     by_linear = dict(PRODUCTS)[shape][cpu]
-    by_matmul = "FullyConnected" if by_linear == "swapped" else by_linear
-    assert called == [by_linear, by_matmul] + ([] if by_linear == "dot" else [by_linear])  # dot + B: a gemm
+    by_matmul = "FullyConnected" if by_linear == "swapped" else by_linear  # dense: matmul's, its bias fused
+    # linear with a full addend on OpenBLAS is one gemm, which is neither operator
+    assert called == [by_linear, by_matmul] + ([] if by_linear == "dot" else [by_linear]) + [by_matmul]
     expected = X.astype(np.float64) @ W.T.astype(np.float64)
     bound = 4 * k * np.finfo(np.float32).eps * (np.abs(X) @ np.abs(W.T))  # float32 sums of k products
-    for product, addend in zip(products, (0, 0, 1)):
+    for product, addend in zip(products, (0, 0, 1, 1)):
         assert np.all(np.abs(product.asnumpy() - addend - expected) <= bound + 4 * np.finfo(np.float32).eps)

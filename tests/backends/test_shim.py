@@ -262,6 +262,8 @@ CASES = {
              (lambda *a: _scan_tuples(*a, True), [f32(2, 3), f32(2, 3), f32(1, 2, 3), f32(1, 2, 3),
                                                   f32(3, 3) * 0.5], True),  # one step
              (_scan_no_outputs, [f32(2, 3), f32(3, 2, 3)], True)],
+    "dense": [(op("dense"), [f32(3, 5), f32(5, 4), f32(4)], True),
+              (op("dense"), [f32(2, 3, 5), f32(5, 4), f32(4)], True)],  # MXNet: FullyConnected with its bias
 }
 
 

@@ -359,6 +359,14 @@ def test_matmul(shapes):
     check(ops.matmul(t(A), t(B)), expected, dot_bound(A, B, k))
 
 
+@pytest.mark.parametrize("rows", [(5,), (2, 3)], ids=["2-D", "stacked"])
+def test_dense(rows):
+    # X W + b over a stack of rows (on MXNet FullyConnected with its bias)
+    X, W, b = f32(*rows, 3), f32(3, 4), f32(4)
+    expected = np.einsum("...i,io->...o", f64(X), f64(W)) + f64(b)
+    check(ops.dense(t(X), t(W), t(b)), expected, dot_bound(X, W, 3, b))
+
+
 @pytest.mark.parametrize("bias", [None, "vector", "matrix", "row", "transposed weight"])
 def test_linear(bias):
     X, W = f32(5, 3), f32(4, 3)
@@ -1049,6 +1057,7 @@ VALUE_TESTS = {
     "unstack": ["test_unstack"],
     "take": ["test_take"],
     "matmul": ["test_matmul"],
+    "dense": ["test_dense"],
     "linear": ["test_linear"],
     "prepack_linear": ["test_prepack_linear_keeps_the_values"],
     "tanh": ["test_tanh"],
