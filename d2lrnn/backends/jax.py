@@ -237,6 +237,7 @@ def dense(X, W, b):
     return matmul(X, W) + b
 
 
+@jax.jit
 def linear(X, W, b=None):
     Y = jnp.matmul(X, W.T)
     return Y if b is None else Y + b

@@ -125,6 +125,7 @@ def test_a_shim_function_of_several_operations_is_one_program_when_called_eagerl
         logits = ops.tensor(rng.standard_normal((13, 17)))  # shapes no other test uses
         labels = rng.integers(0, 17, 13)
         W, b = ops.tensor(rng.standard_normal((19, 17))), ops.tensor(rng.standard_normal(19))
+        W_T = ops.tensor(rng.standard_normal((17, 19)))
         P, G = [ops.tensor(rng.standard_normal((11, 17)))], [ops.tensor(rng.standard_normal((11, 17)))]
         scalars = ops.tensor(np.array([0.1, 1.5, 2.5], np.float32))
         ops.dropout(scalars, 0.5)  # the host's key split, compiled once per process
@@ -132,6 +133,7 @@ def test_a_shim_function_of_several_operations_is_one_program_when_called_eagerl
         calls = {
             "softmax_cross_entropy": lambda: ops.softmax_cross_entropy(logits, labels),
             "linear": lambda: ops.linear(logits, W, b),
+            "dense": lambda: ops.dense(logits, W_T, b),
             "softmax": lambda: ops.softmax(logits, axis=0),
             "sum": lambda: ops.sum(logits, axis=(0, 1), keepdims=True),
             "mean": lambda: ops.mean(logits, axis=1),

@@ -542,9 +542,13 @@ def test_sin():
 def test_log_and_sqrt(name):
     x = np.concatenate([_r.uniform(0.05, 5.0, 20), [1.0, 1.0 + 2 ** -20, 1e-30, 1e30]]).astype(np.float32)
     expected = getattr(np, name)(f64(x))
-    # sqrt is correctly rounded (IEEE 754): U relative, 2 U to be safe about the last bit. log:
-    # KERNEL relative plus U absolute, as log near 1 is a small value whose kernel error is absolute.
-    bound = 2 * U * expected if name == "sqrt" else KERNEL * np.abs(expected) + U
+    # sqrt is correctly rounded (IEEE 754): U relative, 2 U to be safe about the last bit; but Paddle's CPU
+    # kernel, which runs arrays of 15 floats or more through a vectorised approximation, up to 3.6 ulp off
+    # (7.2 U relative; 38% of 4M uniform draws not correctly rounded on an AVX-512 EPYC, 2026-12-07; arrays
+    # of up to 14 floats are correctly rounded): 8 U there. log: KERNEL relative plus U absolute, as log
+    # near 1 is a small value whose kernel error is absolute.
+    sqrt_units = 8 if d2l.backend_name() == "paddle" else 2
+    bound = sqrt_units * U * expected if name == "sqrt" else KERNEL * np.abs(expected) + U
     check(getattr(ops, name)(t(x)), expected, bound)
     if name == "sqrt":
         check(ops.sqrt(t(np.float32([0.0, 4.0, 0.25]))), [0.0, 2.0, 0.5])
