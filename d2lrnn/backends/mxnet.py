@@ -206,7 +206,7 @@ def take(x, indices, axis=0):
 #: FullyConnected. On Intel Xeons FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3).
 #: On an AMD EPYC (Zen 4) without AVX-512 it was the reverse: oneDNN 2.4's inner product ran the RNN
 #: step's 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
-#: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_blas`` keeps
+#: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_product`` keeps
 #: on FullyConnected (bench/MXNET.md). Decided by the CPU, not by timing, so runs are reproducible.
 BLAS_PRODUCTS = _common.cpu_vendor() == "AuthenticAMD"
 #: Whether the CPU has AVX-512, which oneDNN uses and OpenBLAS 0.3.13's Zen kernels do not. On an AMD EPYC
