@@ -36,11 +36,14 @@ def _import_mxnet():
     on the caller's thread, still with its OpenMP threads. A GPU build (``mxnet-cu*``) keeps the threaded
     engine, which overlaps Python with the GPU. MXNet reads the variable once, when its first operation
     starts the engine, so it is set for that moment only: processes this one starts choose for themselves.
+
+    Returns MXNet and the name of the engine it runs (``ThreadedEnginePerDevice``, its default, where unset).
     """
     builds = importlib.metadata.packages_distributions().get("mxnet", [])
     gpu_build = any(name.lower().startswith("mxnet-cu") for name in builds)
     if "MXNET_ENGINE_TYPE" in os.environ or not builds or gpu_build:
-        return _common.require("mxnet", "mxnet")
+        engine = os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")
+        return _common.require("mxnet", "mxnet"), engine
     os.environ["MXNET_ENGINE_TYPE"] = "NaiveEngine"
     try:
         with _common.native_stderr_filtered(_without_engine_notice):
@@ -48,7 +51,7 @@ def _import_mxnet():
             mxnet.nd.zeros((1,)).wait_to_read()  # starts the engine, and logs its notice, here
     finally:
         del os.environ["MXNET_ENGINE_TYPE"]
-    return mxnet
+    return mxnet, "NaiveEngine"
 
 
 def _without_engine_notice(text):
@@ -56,7 +59,7 @@ def _without_engine_notice(text):
     return "".join(line for line in text.splitlines(True) if "start using engine" not in line)
 
 
-mx = _import_mxnet()
+mx, ENGINE = _import_mxnet()
 nd = mx.nd
 autograd = mx.autograd
 # NumPy shape semantics: 0-d arrays exist, so a full reduction can be a scalar as on every
@@ -490,8 +493,44 @@ def softmax_cross_entropy(logits, labels):
     # log_softmax's numbers, picked before the second subtraction: log sum exp(s) - s[label] for the
     # shifted logits s equals -(s - log sum exp(s))[label] bit for bit, with one (n, classes)
     # broadcast operation fewer to record and differentiate.
+    labels = labels.reshape((-1,))
+    if _on_host(logits):
+        return _CrossEntropyOnHost()(logits, labels)
     shifted = logits - nd.max(logits, axis=-1, keepdims=True).detach()
-    return nd.log(nd.sum(nd.exp(shifted), axis=-1)) - nd.pick(shifted, labels.reshape((-1,)), axis=-1)
+    return nd.log(nd.sum(nd.exp(shifted), axis=-1)) - nd.pick(shifted, labels, axis=-1)
+
+
+def _on_host(logits):
+    """Whether :class:`_CrossEntropyOnHost` takes these logits: float32 rows in a legacy array on a CPU, with
+    MXNet's operations on this thread (the threaded engine runs a Function's backward on a worker thread,
+    where reading an array into NumPy would wait on the engine from inside it)."""
+    return (ENGINE == "NaiveEngine" and type(logits) is nd.NDArray and logits.ndim == 2
+            and logits.dtype == np.float32 and logits.context.device_type == "cpu")
+
+
+class _CrossEntropyOnHost(autograd.Function):
+    """The same formula in NumPy, with its gradient written out: dL/ds = g (exp(s) / sum exp(s) - onehot).
+
+    MXNet's CPU ``exp``, ``max`` and ``sum`` are not vectorised: the seq2seq decoder's (640, 3324) logits took
+    28.7 ms forward and backward through them and 7.8 ms this way (2 threads, AVX-512 EPYC), the loss as far
+    from float64's as theirs and the gradient within 2e-7 (bench/RESULTS.md, section seq2seq-speed's notes).
+    """
+
+    def forward(self, logits, labels):
+        shifted = logits.asnumpy()  # a copy
+        shifted -= shifted.max(axis=-1, keepdims=True)
+        rows, picked = np.arange(len(shifted)), labels.asnumpy().astype(np.int64)
+        E = np.exp(shifted)
+        Z = E.sum(axis=-1)
+        self.saved = (E, Z, rows, picked, labels.shape, labels.dtype)
+        return nd.array(np.log(Z) - shifted[rows, picked], ctx=logits.context, dtype=np.float32)
+
+    def backward(self, dloss):
+        E, Z, rows, picked, label_shape, label_dtype = self.saved
+        g = dloss.asnumpy()
+        E *= (g / Z)[:, None]
+        E[rows, picked] -= g
+        return nd.array(E, dtype=np.float32), nd.zeros(label_shape, dtype=label_dtype)
 
 
 # -- the recurrent layer ---------------------------------------------------------------------

@@ -250,3 +250,45 @@ def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, c
     bound = 4 * k * np.finfo(np.float32).eps * (np.abs(X) @ np.abs(W.T))  # float32 sums of k products
     for product, addend in zip(products, (0, 0, 1, 1)):
         assert np.all(np.abs(product.asnumpy() - addend - expected) <= bound + 4 * np.finfo(np.float32).eps)
+
+
+def test_the_cross_entropy_runs_in_numpy_on_a_cpu_with_the_operators_numbers(monkeypatch, rng):
+    import mxnet as mx
+
+    from d2lrnn.backends import load_backend
+
+    backend = load_backend("mxnet")
+    X = (3 * rng.standard_normal((50, 300))).astype(np.float32)
+    labels = rng.integers(0, 300, 50)
+    logits = mx.nd.array(X)
+    assert backend._on_host(logits)  # the naive engine, float32 rows on a CPU
+    assert not backend._on_host(logits.as_np_ndarray())  # a reader's npx.set_np() arrays: the operators
+    assert not backend._on_host(mx.nd.array(X[None]))
+    monkeypatch.setattr(backend, "ENGINE", "ThreadedEnginePerDevice")
+    assert not backend._on_host(logits)  # a Function's backward on a worker thread: the operators
+    monkeypatch.undo()
+
+    def loss_and_grad():
+        x = logits.copy()
+        x.attach_grad()
+        with mx.autograd.record():
+            loss = backend.softmax_cross_entropy(x, mx.nd.array(labels, dtype="int32"))
+            total = (loss * mx.nd.arange(50)).sum()  # a different gradient for every row
+        total.backward()
+        return loss.asnumpy(), x.grad.asnumpy()
+
+    on_host = loss_and_grad()
+    monkeypatch.setattr(backend, "_on_host", lambda logits: False)
+    by_operators = loss_and_grad()
+    shifted = X.astype(np.float64) - X.max(axis=1, keepdims=True)
+    expected = np.log(np.exp(shifted).sum(axis=1)) - shifted[np.arange(50), labels]
+    U = np.finfo(np.float32).eps / 2
+    log_Z = np.log(np.exp(shifted).sum(axis=1))
+    bound = 8 * U * (log_Z + np.abs(X).max())  # the log's and the shift's roundings, with a margin
+    for loss in (on_host[0], by_operators[0]):
+        assert np.all(np.abs(loss - expected) <= bound)
+    softmax = np.exp(shifted - log_Z[:, None])
+    softmax[np.arange(50), labels] -= 1
+    weights = np.arange(50)[:, None]  # each entry within a few roundings of 1, times its row's weight
+    for grad in (on_host[1], by_operators[1]):
+        assert np.all(np.abs(grad - softmax * weights) <= 8 * U * weights)
