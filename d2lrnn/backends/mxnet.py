@@ -241,10 +241,15 @@ def _product(rows, k, n):
     return "blas" if k >= 128 or not autograd.is_recording() else "onednn"
 
 
+def _rows(a):
+    """The rows of a stack of rows (..., k), as ``_product`` takes them: a function (a shape costs a call)."""
+    return lambda: a.size // a.shape[-1]
+
+
 def matmul(a, b):
     if a.ndim == 3 and b.ndim == 3:
         return nd.batch_dot(a, b)
-    if a.ndim >= 2 and b.ndim == 2 and _product(lambda: a.size // a.shape[-1], *b.shape) != "blas":
+    if a.ndim >= 2 and b.ndim == 2 and _product(_rows(a), *b.shape) != "blas":
         # oneDNN's FullyConnected computes a (b^T)^T, transposing b included; ``flatten=False`` multiplies
         # the last axis of a stack of rows (the decoder's (batch, steps, hidden) states by its output layer:
         # 20 against 100 ms forward and backward at the seq2seq bench's sizes, where ``nd.dot`` goes to
@@ -257,8 +262,10 @@ def dense(X, W, b):
     # FullyConnected with its bias: the bias's gradient comes out of its backward kernel, where the backward
     # of ``+ b`` (a broadcast add) sums over the rows on its own: the seq2seq decoder's output layer,
     # (64, 10, 256) x (256, 3324), forward and backward 22.5 -> 13.1 ms (2 threads, AVX-512 EPYC).
-    if X.ndim < 2 or b.ndim != 1 or _product(lambda: X.size // X.shape[-1], *W.shape) == "blas":
+    if X.ndim < 2 or b.ndim != 1:
         return matmul(X, W) + b
+    if _product(_rows(X), *W.shape) == "blas":
+        return nd.dot(X, W) + b
     return nd.FullyConnected(X, nd.transpose(W), b, num_hidden=W.shape[1], flatten=False)
 
 
@@ -267,9 +274,9 @@ def linear(X, W, b=None):
     # matrix B is its gemm with beta = 1 (``nd.linalg.gemm``); with oneDNN, X W^T + b for a vector b
     # is FullyConnected's bias.
     n, k = W.shape  # each shape, dtype or ndim costs a call into MXNet: this runs 70 times a minibatch
-    if type(X) is Traced:
-        return _graphs.linear(X, W, b, _product(lambda: X.shape[0], k, n))
     product = _product(lambda: X.shape[0], k, n)
+    if type(X) is Traced:
+        return _graphs.linear(X, W, b, product)
     if product == "blas":
         if b is not None and b.shape == (X.shape[0], n):
             return nd.linalg.gemm(X, W, b, transpose_b=True)
@@ -519,18 +526,19 @@ class _CrossEntropyOnHost(autograd.Function):
     def forward(self, logits, labels):
         shifted = logits.asnumpy()  # a copy
         shifted -= shifted.max(axis=-1, keepdims=True)
-        rows, picked = np.arange(len(shifted)), labels.asnumpy().astype(np.int64)
+        picked = labels.asnumpy().astype(np.int64)
         E = np.exp(shifted)
         Z = E.sum(axis=-1)
-        self.saved = (E, Z, rows, picked, labels.shape, labels.dtype)
-        return nd.array(np.log(Z) - shifted[rows, picked], ctx=logits.context, dtype=np.float32)
+        self.saved = (E, Z, picked, labels.dtype)
+        loss = np.log(Z) - shifted[np.arange(len(picked)), picked]
+        return nd.array(loss, ctx=logits.context, dtype=np.float32)
 
     def backward(self, dloss):
-        E, Z, rows, picked, label_shape, label_dtype = self.saved
+        E, Z, picked, label_dtype = self.saved
         g = dloss.asnumpy()
         E *= (g / Z)[:, None]
-        E[rows, picked] -= g
-        return nd.array(E, dtype=np.float32), nd.zeros(label_shape, dtype=label_dtype)
+        E[np.arange(len(picked)), picked] -= g
+        return nd.from_numpy(E, zero_copy=True), nd.zeros(picked.shape, dtype=label_dtype)
 
 
 # -- the recurrent layer ---------------------------------------------------------------------
