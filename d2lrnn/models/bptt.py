@@ -12,8 +12,9 @@ in shifted by one step, so that step t adds dL/dH_{t-1} (zero at t = 1) to the g
 back. What every scan shares:
 
 - the weight gradients are one matrix product over all steps, not T products and T additions:
-  sum_t H_{t-1}^T dG_t = [H_0; ...; H_{T-1}]^T [dG_1; ...; dG_T] (split as H_0^T dG_1 plus one
-  product over the stored states H_1..H_{T-1}, which needs no copy), and the input projections'
+  sum_t H_{t-1}^T dG_t = [H_0; ...; H_{T-1}]^T [dG_1; ...; dG_T] (one product: faster on every backend
+  than H_0^T dG_1 plus a product over the stored states H_1..H_{T-1}, which saves the shifted copy
+  but adds a small product and a sum), and the input projections'
   gradients are the stacked gate gradients themselves;
 - both loops use ``linear`` (X W^T, the addend fused where the backend can), with each weight
   prepacked once per minibatch into the layout the backend's product is fastest with;
@@ -104,21 +105,6 @@ def _candidate(A_c):
     return A_c + A_c - 1.0
 
 
-def _weight_grad(H0, Hs, dG):
-    """sum_t H_{t-1}^T dG_t for stored states Hs = H_1..H_T (T, B, h) and dG (T, B, n).
-
-    H_0 pairs with dG_1, and H_1..H_{T-1} (all but the last B rows of the stored states) with
-    dG_2..dG_T: one product over the stored states, which needs no copy.
-    """
-    T, B, h = ops.shape(Hs)
-    dG_flat = ops.reshape(dG, (T * B, -1))
-    dW = ops.matmul(ops.transpose(H0), dG_flat[:B])
-    if T > 1:
-        H_flat = ops.reshape(Hs, (T * B, h))
-        dW = dW + ops.matmul(ops.transpose(H_flat[: (T - 1) * B]), dG_flat[B:])
-    return dW
-
-
 def _flat_product(Xs, dG):
     """sum_t X_t^T dG_t for stacked X (T, B, n) and dG (T, B, m): one product."""
     T, B, n = ops.shape(Xs)
@@ -164,7 +150,7 @@ def _rnn_backward(residuals, dHs, dH_last):
         return ops.linear(dA, W_hh, dH_prev_out_t), dA  # dA_t W_hh^T + dL/dH_{t-1}
 
     dH, dA = ops.scan(step, dH_last + dH_T, (Hs, dH_prev_out), reverse=True)
-    return dA, dH, _weight_grad(H0, Hs, dA)
+    return dA, dH, _flat_product(_shifted(H0, Hs), dA)  # sum_t H_{t-1}^T dA_t
 
 
 # -- LSTM ----------------------------------------------------------------------------------------
@@ -207,7 +193,7 @@ def _lstm_backward(residuals, dHs, dH_last, dC_last):
         return (ops.linear(dG, W_h, dH_prev_out_t), dC * F_t), dG  # dG_t W_h^T + dL/dH_{t-1}, dC_{t-1}
 
     (dH, dC), dG = ops.scan(step, (dH_last + dH_T, dC_last), (Q, F, dC_from_dH, dH_prev_out), reverse=True)
-    return dG, dH, dC, _weight_grad(H0, Hs, dG)
+    return dG, dH, dC, _flat_product(_shifted(H0, Hs), dG)  # sum_t H_{t-1}^T dG_t
 
 
 # -- GRU, the book's form ------------------------------------------------------------------------
@@ -250,7 +236,8 @@ def _gru_forward(XW_zr, XW_h, H0, W_hzr, W_hh):
 
 def _gru_backward(residuals, dHs, dH_last):
     Hs, H0, (ZR, RH, H_tilde, D), W_hzr, W_hh = residuals
-    Z, R, dA_from_dH, Q = _gate_factors(ZR, H_tilde, D, _shifted(H0, Hs))  # dS_t = [dH_t, dRH_t] * Q_t
+    H_prev = _shifted(H0, Hs)  # H_{t-1} at every step
+    Z, R, dA_from_dH, Q = _gate_factors(ZR, H_tilde, D, H_prev)  # dS_t = [dH_t, dRH_t] * Q_t
     W_hzr, W_hh = ops.prepack_linear(W_hzr), ops.prepack_linear(W_hh)
     dH_T, dH_prev_out = _output_grads(dHs)
 
@@ -266,7 +253,7 @@ def _gru_backward(residuals, dHs, dH_last):
     dH, (dS, dA) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True,
                             unroll=True)
     dW_hh = _flat_product(RH, dA)  # sum_t (R_t * H_{t-1})^T dA_t
-    return dS, dA, dH, _weight_grad(H0, Hs, dS), dW_hh
+    return dS, dA, dH, _flat_product(H_prev, dS), dW_hh  # dW_hzr = sum_t H_{t-1}^T dS_t
 
 
 # -- GRU, reset-after form -----------------------------------------------------------------------
@@ -304,7 +291,7 @@ def _gru_ra_backward(residuals, dHs, dH_last):
 
     dH, (dS, dA, dSN) = ops.scan(step, dH_last + dH_T, (Q, Z, R, dA_from_dH, dH_prev_out), reverse=True,
                                  unroll=True)
-    dW_h = _weight_grad(H0, Hs, dSN)
+    dW_h = _flat_product(_shifted(H0, Hs), dSN)  # sum_t H_{t-1}^T [dS_t, dN_t]
     db_hh = ops.sum(ops.reshape(dSN, (T * B, 3 * h))[:, 2 * h:], 0)
     return dS, dA, dH, dW_h[:, : 2 * h], dW_h[:, 2 * h:], db_hh
 
