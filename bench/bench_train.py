@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import d2lrnn as d2l  # noqa: E402
 from bench.bench_data import time_data_epoch  # noqa: E402
+from bench.blocks import serve_blocks, timed_block, warm_up  # noqa: E402
 from d2lrnn import ops  # noqa: E402
 from d2lrnn.training.loop import placed  # noqa: E402
 
@@ -71,17 +72,8 @@ def matmul_gflops(n=2048, repeats=5, device=None):
 def _time_steps(step, batches, seconds, warmup):
     """Median seconds per ``step(batch)`` over about ``seconds`` after ``warmup`` steps, the count, and
     the seconds of the first step (compilation included where the step is compiled)."""
-    times, i, first = [], 0, None
-    deadline = time.perf_counter() + seconds
-    while i < warmup + 3 or time.perf_counter() < deadline:  # at least 3 timed steps
-        start = time.perf_counter()
-        step(batches[i % len(batches)])
-        if i == 0:
-            first = time.perf_counter() - start
-            deadline += first  # compiling does not eat into the timed window
-        if i >= warmup:
-            times.append(time.perf_counter() - start)
-        i += 1
+    first, i = warm_up(step, batches, warmup)
+    times = timed_block(step, batches, i, seconds, at_least=3)
     return float(np.median(times)), len(times), first
 
 
@@ -106,27 +98,33 @@ def lm_training(model, cell, hidden, train_iter, device=None):
     return net, updater, batches, step
 
 
-def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None,
-                     device=None, gpu=False):
-    """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
-    epoch, steps timed and the first step's seconds. ``model`` 'reference' is ``framework``'s plain loop;
-    ``device``: where d2lrnn's model and minibatches live; ``gpu``: the reference on the first GPU."""
+def training_step(model, cell="rnn", hidden=HIDDEN, steps=STEPS, framework=None, device=None, gpu=False):
+    """``(step, batches, epoch_batches)``: one SGD step on a batch, returning once the loss is read back,
+    the batches it trains on (Time Machine, sequential) and their number per epoch. ``model``
+    'reference' is ``framework``'s plain loop; ``device``: where d2lrnn's model and minibatches live;
+    ``gpu``: the reference on the first GPU."""
     d2l.manual_seed(0)
     train_iter, numpy_batches = _batches(steps)
     if model == "reference":
         from bench.reference import make_reference
 
         ref = make_reference(framework, cell, VOCAB, hidden, BATCH, gpu=gpu)
-        batches = [ref.to_batch(X, Y) for X, Y in numpy_batches]
-        per_batch, n, first = _time_steps(ref.step, batches, seconds, warmup)  # step returns the loss: a sync
-    else:
-        _, _, batches, train_step = lm_training(model, cell, hidden, train_iter, device)
+        return ref.step, [ref.to_batch(X, Y) for X, Y in numpy_batches], len(numpy_batches)  # step: a sync
+    _, _, batches, train_step = lm_training(model, cell, hidden, train_iter, device)
 
-        def step(batch):
-            float(ops.to_numpy(train_step(batch)))  # the training loop syncs on the loss every step too
+    def step(batch):
+        float(ops.to_numpy(train_step(batch)))  # the training loop syncs on the loss every step too
 
-        per_batch, n, first = _time_steps(step, batches, seconds, warmup)
-    return BATCH * steps / per_batch, per_batch * len(numpy_batches), n, first
+    return step, batches, len(numpy_batches)
+
+
+def train_throughput(model, cell="rnn", hidden=HIDDEN, steps=STEPS, seconds=20.0, warmup=3, framework=None,
+                     device=None, gpu=False):
+    """Tokens/s of SGD steps on Time Machine batches (median over ~``seconds`` of steps), seconds per
+    epoch, steps timed and the first step's seconds (see :func:`training_step` for the arguments)."""
+    step, batches, epoch_batches = training_step(model, cell, hidden, steps, framework, device, gpu)
+    per_batch, n, first = _time_steps(step, batches, seconds, warmup)
+    return BATCH * steps / per_batch, per_batch * epoch_batches, n, first
 
 
 def set_framework_threads(name, n):
@@ -152,6 +150,8 @@ def main(argv=None):
     parser.add_argument("--hidden", type=int, default=HIDDEN)
     parser.add_argument("--num-steps", type=int, default=STEPS)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--serve", action="store_true",
+                        help="time blocks of steps on request (see serve_blocks; bench/run.py pairs rows so)")
     parser.add_argument("--gpu", action="store_true",
                         help="train on the first GPU (torch and jax; bench/gpu_check.py runs these)")
     args = parser.parse_args(argv)
@@ -164,9 +164,16 @@ def main(argv=None):
         set_framework_threads(args.framework, 2)
     else:
         ops.set_num_threads(2)
-    tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
-        args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework,
-        device=device, gpu=args.gpu)
+    if args.serve:
+        step, batches, epoch_batches = training_step(args.model, args.cell, args.hidden, args.num_steps,
+                                                     args.framework, device, args.gpu)
+        first_step, medians, steps = serve_blocks(step, batches)
+        tokens_per_sec = BATCH * args.num_steps / min(medians)  # the best block
+        epoch_seconds = min(medians) * epoch_batches
+    else:
+        tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
+            args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework,
+            device=device, gpu=args.gpu)
     # The training's peak, read before anything else allocates: the ceiling's 2048 x 2048 operands added
     # ~90 MB to TensorFlow's peak when it was measured before training, which the plain loop never does.
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -180,6 +187,7 @@ def main(argv=None):
         "num_steps": args.num_steps,
         "tokens_per_sec": tokens_per_sec,
         "steps_timed": steps,
+        "block_tokens_per_sec": [BATCH * args.num_steps / m for m in medians] if args.serve else None,
         "first_step_seconds": first_step,
         "train_epoch_seconds": epoch_seconds,
         "data_epoch_seconds": None if reference else time_data_epoch(BATCH, args.num_steps, False),

@@ -8,12 +8,15 @@ model (the framework's layer through d2lrnn) and the reference: the same trainin
 framework's documentation teaches, with its fused layer and optimizer and no d2lrnn code
 (``bench/reference.py``). Every d2lrnn row is reported as a ratio to its framework's reference.
 
-Each (backend, cell, model) runs in a fresh process of that backend's tox environment, one after
-the other, so timings do not compete and peak RSS belongs to one training run. They are measured
-in several interleaved rounds and each keeps its best round: these machines are shared, their
-speed drifts by tens of percent within minutes, and the best of interleaved rounds compares
-models at the machine's uncontended speed rather than at whatever it was doing when their turn
-came. Ratios compare numbers from this one run. Then ``bench/bench_memory.py`` measures how the
+Each (backend, cell, model) runs in a fresh process of that backend's tox environment, so that peak RSS
+belongs to one training run. The processes of one (backend, cell) start together, each warming up
+alone, and then take turns: one block of steps (about ``--block-seconds``) in each, then the next
+block in each, ``--blocks`` times, only one of them running at any moment. These machines are shared
+and their speed drifts by tens of percent within minutes; a ratio to the plain loop is therefore the
+median over blocks of a block's tokens/s over the reference's block beside it in time, so that drift
+between minutes cancels out and a burst of contention in one block does not decide the ratio.
+Tokens/s is a row's best block (its speed on the uncontended machine; the slowest block is shown
+beside it). Ratios compare numbers from this one run. Then ``bench/bench_memory.py`` measures how the
 command line's memory and start-up grow with the corpus, and the default backend's scratch RNN is
 timed at other hidden sizes and sequence lengths.
 """
@@ -25,6 +28,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -57,15 +61,85 @@ def measure(backend, model, cell, seconds, hidden=512, num_steps=35):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def best_of(rounds):
-    """One row from several rounds of the same pair: the fastest round, with the spread kept."""
-    best = dict(max(rounds, key=lambda x: x["tokens_per_sec"]))  # with its own process's ceiling
-    best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in rounds)
-    if best["data_epoch_seconds"] is not None:
-        best["data_epoch_seconds"] = min(x["data_epoch_seconds"] for x in rounds)
-    best["slowest_round"] = min(x["tokens_per_sec"] for x in rounds)
-    best["first_step_seconds"] = min(x["first_step_seconds"] for x in rounds)
-    return best
+class _Row:
+    """One row's process, ``bench_train.py --serve``: started and warmed up alone, then timing one block
+    of steps at a time on request; ``stop`` ends it with the row's JSON (peak RSS, ceiling)."""
+
+    def __init__(self, backend, model, cell, hidden=512, num_steps=35):
+        env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
+        which = ["--framework", backend] if model == "reference" else ["--model", model]
+        self.name = f"{backend} {cell} {model}"
+        self.tokens = 32 * num_steps  # BATCH * num_steps: the tokens of one step
+        self._stderr = tempfile.TemporaryFile("w+")  # a pipe could fill up and stall the child
+        self._process = subprocess.Popen(
+            [installed_python(backend), str(ROOT / "bench" / "bench_train.py"), *which, "--serve",
+             "--cell", cell, "--hidden", str(hidden), "--num-steps", str(num_steps)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
+        self._reply()  # ready: warmed up
+
+    def block(self, seconds):
+        """Tokens/s of the steps of one block of about ``seconds``."""
+        return self.tokens / self._ask(f"block {seconds:g}")["seconds_per_step"]
+
+    def stop(self):
+        row = self._ask("stop")
+        self._process.wait()
+        return row
+
+    def kill(self):
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def _ask(self, line):
+        self._process.stdin.write(line + "\n")
+        self._process.stdin.flush()
+        return self._reply()
+
+    def _reply(self):
+        for line in self._process.stdout:  # a framework may print lines of its own: the JSON one answers
+            if line.startswith("{"):
+                return json.loads(line)
+        self._stderr.seek(0)
+        raise RuntimeError(f"{self.name}: bench_train.py exited with {self._process.wait()}:\n"
+                           f"{self._stderr.read()[-3000:]}")
+
+
+#: Seconds between one process's block and the next's: the threads of the one that just ran stop
+#: spinning first (Intel's OpenMP, in MXNet and Paddle, spins for 200 ms after a parallel region).
+HANDOFF_SECONDS = 0.3
+
+
+def measure_paired(backend, cell, models, blocks, block_seconds):
+    """The rows of ``models`` of one (backend, cell), timed in alternating blocks (see the module's text):
+    each row's JSON with ``block_tokens_per_sec`` (its blocks in order; block i of every row ran in the
+    same turn) and ``slowest_round`` (its slowest block)."""
+    rows = []
+    try:
+        for model in models:  # one at a time: each warms up, and compiles, alone
+            print(f"  starting {backend} {cell} {model} ...", file=sys.stderr, flush=True)
+            rows.append(_Row(backend, model, cell))
+        for b in range(blocks):
+            for row in rows[b % len(rows):] + rows[:b % len(rows)]:  # who goes first rotates
+                time.sleep(HANDOFF_SECONDS)
+                row.block(block_seconds)
+        return [_stopped(row) for row in rows]
+    finally:
+        for row in rows:
+            row.kill()
+
+
+def _stopped(row):
+    result = row.stop()
+    result["slowest_round"] = min(result["block_tokens_per_sec"])
+    return result
+
+
+def paired_ratio(row, reference):
+    """The median over blocks of ``row``'s tokens/s over the reference's in the same turn."""
+    ratios = sorted(a / b for a, b in zip(row["block_tokens_per_sec"], reference["block_tokens_per_sec"]))
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
 
 
 def layer_of(row):
@@ -78,10 +152,18 @@ def layer_of(row):
 
 
 def vs_reference(rows):
-    """{(backend, cell, model): d2lrnn tokens/s over the same framework's reference}."""
-    ref = {(x["backend"], x["cell"]): x["tokens_per_sec"] for x in rows if x["model"] == "reference"}
-    return {(x["backend"], x["cell"], x["model"]): x["tokens_per_sec"] / ref[x["backend"], x["cell"]]
-            for x in rows if x["model"] != "reference" and (x["backend"], x["cell"]) in ref}
+    """{(backend, cell, model): d2lrnn's tokens/s over the same framework's reference}: the median of the
+    paired blocks' ratios where the rows ran in alternating blocks, else the rows' best tokens/s."""
+    ref = {(x["backend"], x["cell"]): x for x in rows if x["model"] == "reference"}
+    out = {}
+    for x in rows:
+        reference = ref.get((x["backend"], x["cell"]))
+        if x["model"] == "reference" or reference is None:
+            continue
+        paired = x.get("block_tokens_per_sec") and reference.get("block_tokens_per_sec")
+        out[x["backend"], x["cell"], x["model"]] = (paired_ratio(x, reference) if paired
+                                                     else x["tokens_per_sec"] / reference["tokens_per_sec"])
+    return out
 
 
 def machine_ceiling(rows):
@@ -150,7 +232,7 @@ def targets(rows):
 
 def table(rows):
     ratios = vs_reference(rows)
-    lines = ["| cell | backend | model | layer | tokens/s | slowest round | vs plain loop | model GFLOP/s "
+    lines = ["| cell | backend | model | layer | tokens/s | slowest block | vs plain loop | model GFLOP/s "
              "| matmul ceiling | % of ceiling | % of machine | peak RSS (MB) | train epoch (s) "
              "| first step (s) |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -201,8 +283,10 @@ def corpus_scaling(backend, sizes):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmark training on every installed backend.")
-    parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per model and round")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each pair keeps its best")
+    parser.add_argument("--blocks", type=int, default=8, help="alternating blocks of steps per row")
+    parser.add_argument("--block-seconds", type=float, default=1.5, help="seconds of steps per block")
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="timed seconds per run of the hidden-size and sequence-length table")
     parser.add_argument("--backends", nargs="*", default=list(BACKENDS))
     parser.add_argument("--cells", nargs="*", default=list(CELLS), choices=CELLS)
     parser.add_argument("--memory-sizes", type=float, nargs="*", default=[16, 64, 100],
@@ -212,37 +296,40 @@ def main(argv=None):
                         help="write the report as section NAME of bench/RESULTS.md, keeping the rest of the "
                              "file (a run of some backends beside the full run's tables)")
     args = parser.parse_args(argv)
-    pairs = []
+    groups = []
     for cell in args.cells:
         for backend in args.backends:
             if installed_python(backend) is None:
                 print(f"skipping {backend}: no .tox/{backend} (run tox --notest first)", file=sys.stderr)
                 continue
             models = ("scratch", "concise") + (("reference",) if backend in LAYERS else ())
-            pairs += [(backend, cell, model) for model in models]
+            groups.append((backend, cell, models))
     started = time.perf_counter()
-    results = {pair: [] for pair in pairs}
-    for r in range(args.rounds):
-        for backend, cell, model in pairs:
-            print(f"round {r + 1}/{args.rounds}: {backend} {cell} {model} ...", file=sys.stderr, flush=True)
-            results[backend, cell, model].append(measure(backend, model, cell, args.seconds))
-    rows = [best_of(results[pair]) for pair in pairs]
+    rows = []
+    for i, (backend, cell, models) in enumerate(groups):
+        print(f"{i + 1}/{len(groups)}: {backend} {cell}, {args.blocks} blocks of {args.block_seconds:g} s "
+              f"in each of {', '.join(models)}", file=sys.stderr, flush=True)
+        rows += measure_paired(backend, cell, models, args.blocks, args.block_seconds)
     report = [
         "# Benchmark results",
         "",
         f"Measured {datetime.date.today().isoformat()} on {cpu_name()} ({os.cpu_count()} cores), "
         "by `python bench/run.py`: character language model on The Time Machine, vocabulary 28, "
         "512 hidden units, batch 32, 35 steps, float32, CPU, 2 threads, sequential partitioning, "
-        "clipping at 1, SGD with learning rate 1. Every (backend, cell, model) ran in a fresh process in "
-        f"each of {args.rounds} interleaved rounds; a round's tokens/s is the median over about "
-        f"{args.seconds:g} s of steps after 3 warm-up steps, and the table keeps each one's "
-        "best round (the slowest is shown next to it: the machine is shared and its speed drifts).",
+        "clipping at 1, SGD with learning rate 1. Every (backend, cell, model) ran in a fresh process. The "
+        "processes of one (backend, cell) started together, each warming up alone (3 steps), and then "
+        f"took turns, one running at a time: {args.blocks} blocks of about {args.block_seconds:g} s of "
+        "steps in each, a block's tokens/s being the median of its steps'. *tokens/s* is the row's best "
+        "block, *slowest block* its slowest (the machine is shared and its speed drifts by tens of "
+        "percent within minutes).",
         "",
         "The reference (`bench/reference.py`) is the training a user of each framework writes without "
         "d2lrnn: the framework's fused layer, a dense output layer, mean cross-entropy, its global-norm "
         "clipping and SGD, with the framework's default initialization and no d2lrnn code in the step "
         "(d2lrnn only loads the batches beforehand, and its malloc setting is off in that process). "
-        "*vs plain loop* is the row's tokens/s over that reference's, both from this run. The scratch "
+        "*vs plain loop* is the median over the blocks of the row's tokens/s over the reference's block "
+        "of the same turn: blocks seconds apart, which the machine's drift over minutes does not tell "
+        "apart. The scratch "
         "GRU computes the book's form (reset gate before the recurrent product); the frameworks' layers "
         "and d2lrnn's concise GRU compute the cuDNN form (after it), which costs the same products.",
         "",

@@ -245,3 +245,21 @@ def test_the_gpu_check_asks_for_autograd_before_timing_plain_loops_without_it(mo
     assert exit_.value.code == 2
     assert "install its wheel, or leave the plain loops out with --bench-models scratch concise" in \
         capsys.readouterr().err
+
+
+def test_bench_train_serves_one_reply_per_block_until_stop():
+    import io
+    import json
+
+    from bench.blocks import serve_blocks
+
+    ran = []
+    commands = io.StringIO("block 0\nblock 0\nstop\nblock 0\n")  # a block of 0 s: its two steps at least
+    replies = io.StringIO()
+    first, medians, steps = serve_blocks(ran.append, ["a", "b", "c"], warmup=3, commands=commands,
+                                         replies=replies)
+    lines = [json.loads(line) for line in replies.getvalue().splitlines()]
+    assert lines[0]["ready"] is True and lines[0]["first_step_seconds"] == first
+    assert [line["steps"] for line in lines[1:]] == [2, 2]  # nothing after stop
+    assert (len(medians), steps) == (2, 4)
+    assert ran == ["a", "b", "c", "a", "b", "c", "a"]  # the warm-up's 3, then the batches in turn

@@ -53,3 +53,51 @@ def test_the_memory_target_reads_each_backends_worst_row_over_its_own_cells_plai
     memory = {t[0].split(":")[0]: t[1:] for t in run.targets(rows) if "peak RSS <= 1.2x" in t[0]}
     assert memory == {"torch": ("max 1.30x (GRU concise, 390 MB)", False),
                       "jax": ("max 1.20x (LSTM scratch, 600 MB)", True)}
+
+
+def test_a_ratio_is_the_median_of_the_blocks_ratios_to_the_reference_beside_them():
+    # The machine slows down in the middle turns: best against best (130 / 100) would compare the
+    # reference's fast minute with the row's; turn by turn the row is 0.8x, 0.9x, 0.8x, 1.2x, 0.8x.
+    reference = dict(row("torch", "reference", 1.0, None), block_tokens_per_sec=[100, 50, 50, 50, 125])
+    scratch = dict(row("torch", "scratch", 1.0, 300.0), block_tokens_per_sec=[80, 45, 40, 60, 100])
+    assert run.vs_reference([scratch, reference]) == {("torch", "lstm", "scratch"): pytest.approx(0.8)}
+    even = dict(scratch, block_tokens_per_sec=[80, 45, 40, 60])
+    assert run.paired_ratio(even, reference) == pytest.approx((0.8 + 0.9) / 2)
+
+
+def test_rows_without_blocks_compare_their_best_tokens_per_second():
+    rows = [row("torch", "scratch", 1.0, 300.0, tokens_per_sec=900.0), row("torch", "reference", 1.0, None)]
+    assert run.vs_reference(rows) == {("torch", "lstm", "scratch"): pytest.approx(0.9)}
+
+
+class FakeRow:
+    """A stand-in for a row's process: records the turns it is given."""
+
+    turns = []
+
+    def __init__(self, backend, model, cell):
+        self.model, self.blocks = model, []
+
+    def block(self, seconds):
+        FakeRow.turns.append(self.model)
+        self.blocks.append(100.0 + len(FakeRow.turns))
+        return self.blocks[-1]
+
+    def stop(self):
+        return {"model": self.model, "block_tokens_per_sec": self.blocks}
+
+    def kill(self):
+        pass
+
+
+def test_the_rows_of_a_backend_and_cell_take_turns_block_by_block_and_who_goes_first_rotates(monkeypatch):
+    monkeypatch.setattr(run, "_Row", FakeRow)
+    monkeypatch.setattr(run, "HANDOFF_SECONDS", 0.0)
+    FakeRow.turns = []
+    models = ("scratch", "concise", "reference")
+    rows = run.measure_paired("torch", "lstm", models, blocks=4, block_seconds=1.0)
+    assert FakeRow.turns == ["scratch", "concise", "reference", "concise", "reference", "scratch",
+                             "reference", "scratch", "concise", "scratch", "concise", "reference"]
+    assert [r["model"] for r in rows] == ["scratch", "concise", "reference"]
+    assert rows[0]["block_tokens_per_sec"] == [101.0, 106.0, 108.0, 110.0]
+    assert rows[0]["slowest_round"] == 101.0
