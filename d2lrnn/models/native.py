@@ -92,13 +92,15 @@ class NativeLayer(RecurrentStack):
         """
         by_name = dict(zip(self.cell.names, params))
         order = self.declaration.gate_order[self.cell.name]
-        W_x = _joined([by_name[f"W_x{g}"] for g in order], 1)
-        W_h = _joined([by_name[f"W_h{g}"] for g in order], 1)
+        if self.declaration.transposed:  # each gate's W^T stacked: one copy, laid out as the layer reads it
+            W_x = _joined([ops.transpose(by_name[f"W_x{g}"]) for g in order], 0)
+            W_h = _joined([ops.transpose(by_name[f"W_h{g}"]) for g in order], 0)
+        else:
+            W_x = _joined([by_name[f"W_x{g}"] for g in order], 1)
+            W_h = _joined([by_name[f"W_h{g}"] for g in order], 1)
         b_x = _joined([by_name[f"b_{g}"] for g in order], 0)
         b_h = _joined([by_name["b_hh"] if g == "h" and self.cell.reset_after
                        else ops.zeros_like(by_name[f"b_{g}"]) for g in order], 0)
-        if self.declaration.transposed:
-            W_x, W_h = ops.transpose(W_x), ops.transpose(W_h)
         return [W_x, W_h, b_x, b_h]
 
     def unpack(self, weights):
