@@ -345,8 +345,9 @@ def _call(layer, weights, X, states, training):
     for slot, (W_x, W_h, b_x, b_h) in enumerate(weights):
         suffix = f"_l{slot // D}" + ("_reverse" if slot % D else "")
         if layer.mode in ("LSTM", "GRU") or W_x.device.type != "cpu":
-            # PyTorch runs its CPU LSTM on oneDNN, which copies a non-contiguous weight (the adapter's
-            # transposed view) in the forward and again in the backward pass; one copy here serves both
+            # (The adapter's stacked gates arrive contiguous; a weight given transposed, as a one-gate layer's
+            # is, does not.) PyTorch runs its CPU LSTM on oneDNN, which copies a non-contiguous weight in the
+            # forward and again in the backward pass; one copy here serves both
             # (~4% of a 512-unit step). Its CPU GRU multiplies by the transposed view as it lies, and the
             # backward pass's products with it took 880 ms over 20 steps of 512 units where the same
             # products with the contiguous weight took 539 (torch.profiler; the step 4-6% faster in
