@@ -1,7 +1,7 @@
 """Run the training benchmark on every installed backend and write bench/RESULTS.md.
 
     tox --notest            # once: creates .tox/<backend> environments
-    python bench/run.py     # about 35 minutes on 2 cores (--skip-memory: about 20)
+    python bench/run.py     # about 35 minutes on 2 cores (--skip-memory: about 16)
 
 For each cell (RNN, GRU, LSTM) and backend it times d2lrnn's from-scratch model, d2lrnn's concise
 model (the framework's layer through d2lrnn) and the reference: the same training written as each
