@@ -168,8 +168,8 @@ def main(argv=None):
         step, batches, epoch_batches = training_step(args.model, args.cell, args.hidden, args.num_steps,
                                                      args.framework, device, args.gpu)
         first_step, medians, steps = serve_blocks(step, batches)
-        tokens_per_sec = BATCH * args.num_steps / min(medians)  # the best block
-        epoch_seconds = min(medians) * epoch_batches
+        blocks = [BATCH * args.num_steps / m for m in medians]
+        tokens_per_sec, epoch_seconds = max(blocks), min(medians) * epoch_batches  # the best block
     else:
         tokens_per_sec, epoch_seconds, steps, first_step = train_throughput(
             args.model, args.cell, args.hidden, args.num_steps, args.seconds, framework=args.framework,
@@ -187,7 +187,7 @@ def main(argv=None):
         "num_steps": args.num_steps,
         "tokens_per_sec": tokens_per_sec,
         "steps_timed": steps,
-        "block_tokens_per_sec": [BATCH * args.num_steps / m for m in medians] if args.serve else None,
+        "block_tokens_per_sec": blocks if args.serve else None,
         "first_step_seconds": first_step,
         "train_epoch_seconds": epoch_seconds,
         "data_epoch_seconds": None if reference else time_data_epoch(BATCH, args.num_steps, False),

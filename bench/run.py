@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,6 @@ class _Row:
         env = dict(os.environ, D2LRNN_BACKEND=backend, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
         which = ["--framework", backend] if model == "reference" else ["--model", model]
         self.name = f"{backend} {cell} {model}"
-        self.tokens = 32 * num_steps  # BATCH * num_steps: the tokens of one step
         self._stderr = tempfile.TemporaryFile("w+")  # a pipe could fill up and stall the child
         self._process = subprocess.Popen(
             [installed_python(backend), str(ROOT / "bench" / "bench_train.py"), *which, "--serve",
@@ -78,8 +78,8 @@ class _Row:
         self._reply()  # ready: warmed up
 
     def block(self, seconds):
-        """Tokens/s of the steps of one block of about ``seconds``."""
-        return self.tokens / self._ask(f"block {seconds:g}")["seconds_per_step"]
+        """One block of about ``seconds`` of steps (the child keeps its time for the row's JSON)."""
+        self._ask(f"block {seconds:g}")
 
     def stop(self):
         row = self._ask("stop")
@@ -137,9 +137,8 @@ def _stopped(row):
 
 def paired_ratio(row, reference):
     """The median over blocks of ``row``'s tokens/s over the reference's in the same turn."""
-    ratios = sorted(a / b for a, b in zip(row["block_tokens_per_sec"], reference["block_tokens_per_sec"]))
-    middle = len(ratios) // 2
-    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    pairs = zip(row["block_tokens_per_sec"], reference["block_tokens_per_sec"])
+    return statistics.median(a / b for a, b in pairs)
 
 
 def layer_of(row):

@@ -92,12 +92,10 @@ class NativeLayer(RecurrentStack):
         """
         by_name = dict(zip(self.cell.names, params))
         order = self.declaration.gate_order[self.cell.name]
-        if self.declaration.transposed:  # each gate's W^T stacked: one copy, laid out as the layer reads it
-            W_x = _joined([ops.transpose(by_name[f"W_x{g}"]) for g in order], 0)
-            W_h = _joined([ops.transpose(by_name[f"W_h{g}"]) for g in order], 0)
-        else:
-            W_x = _joined([by_name[f"W_x{g}"] for g in order], 1)
-            W_h = _joined([by_name[f"W_h{g}"] for g in order], 1)
+        # transposed: each gate's W^T stacked along the first axis, one copy laid out as the layer reads it
+        laid_out, axis = (ops.transpose, 0) if self.declaration.transposed else ((lambda W: W), 1)
+        W_x = _joined([laid_out(by_name[f"W_x{g}"]) for g in order], axis)
+        W_h = _joined([laid_out(by_name[f"W_h{g}"]) for g in order], axis)
         b_x = _joined([by_name[f"b_{g}"] for g in order], 0)
         b_h = _joined([by_name["b_hh"] if g == "h" and self.cell.reset_after
                        else ops.zeros_like(by_name[f"b_{g}"]) for g in order], 0)
