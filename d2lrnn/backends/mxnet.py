@@ -206,20 +206,21 @@ def take(x, indices, axis=0):
 
 
 #: Whether 2-D products go to the build's OpenBLAS (nd.dot, nd.linalg.gemm) rather than oneDNN's
-#: FullyConnected. On Intel Xeons FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3).
-#: On an AMD EPYC (Zen 4) without AVX-512 it was the reverse: oneDNN 2.4's inner product ran the RNN
-#: step's 32x512x512 at 25-45 GFLOP/s on 2 threads, OpenBLAS 0.3.13 (its Zen kernels) at 50-90, and
-#: OpenBLAS was as fast or faster at every size up to 2048^3 except the narrow ones ``_product`` keeps
-#: on FullyConnected (bench/MXNET.md). Decided by the CPU, not by timing, so runs are reproducible.
-BLAS_PRODUCTS = _common.cpu_vendor() == "AuthenticAMD"
-#: Whether the CPU has AVX-512, which oneDNN uses and OpenBLAS 0.3.13's Zen kernels do not. On an AMD EPYC
-#: with it (2 threads, 2026-12-07) FullyConnected ran 2048^3 at 412 GFLOP/s and OpenBLAS at 193, and
-#: forward and backward together were faster at every size from 32x512x512 (0.47 against 0.60 ms) to
-#: 640x256x3324 (the seq2seq decoder's output layer: 16 against 32 ms). A product of few rows was faster
-#: still with the operands' roles swapped, (W X^T)^T (32x512x2048, the LSTM's step: forward 0.33 ms against
+#: FullyConnected: only where the user asks for it, ``D2LRNN_MXNET_PRODUCTS=openblas``. On Intel Xeons
+#: FullyConnected was 2-5x faster (from 32x512x512 up to 2048^3). On AMD's CPUs it depends on the machine,
+#: not on what /proc/cpuinfo says: on one 2-core AMD EPYC (2026-11-23) oneDNN 2.4's inner product ran the
+#: RNN step's 32x512x512 at 25-45 GFLOP/s on 2 threads and OpenBLAS 0.3.13 (its Zen kernels) at 50-90; on
+#: another, a Zen 3 with AVX2 only (2026-12-07), FullyConnected ran it in 230 us and OpenBLAS in 450
+#: (32x512x2048: 0.81 against 1.12 ms), and the scratch GRU and LSTM trained at 0.84x and 0.82x the plain
+#: Gluon loop's tokens/s with FullyConnected, 0.53x and 0.52x with OpenBLAS (bench/MXNET.md). So MXNet's own
+#: operator by default, as a Gluon user has it. An environment setting, not a timing: runs are reproducible.
+BLAS_PRODUCTS = os.environ.get("D2LRNN_MXNET_PRODUCTS", "").strip().lower() == "openblas"
+#: Whether the CPU is AMD's with AVX-512. There a product of few rows ran faster with the operands' roles
+#: swapped, (W X^T)^T (2 threads, 2026-12-07; 32x512x2048, the LSTM's step: forward 0.33 ms against
 #: FullyConnected's 0.75 and OpenBLAS's 0.70; with the backward 1.13 against 1.64 and 2.99): FullyConnected
-#: reorders its weight operand at every call, and X is the smaller one (bench/MXNET.md).
-AVX512 = "avx512f" in _common.cpu_flags()
+#: reorders its weight operand at every call, and X is the smaller one (bench/MXNET.md). On the Zen 3 without
+#: AVX-512 it did not (32x512x2048: 0.85 against 0.81 ms).
+AVX512 = _common.cpu_vendor() == "AuthenticAMD" and "avx512f" in _common.cpu_flags()
 #: The fewest rows for which FullyConnected X W^T beats the swapped (W X^T)^T (64x256x768, the seq2seq
 #: bench's step: 0.36 against 0.40 ms with the backward) where :data:`AVX512`.
 ONEDNN_MIN_ROWS = 64
@@ -230,15 +231,17 @@ def _product(rows, k, n):
     size ``k`` and ``n`` output columns: "blas" (OpenBLAS's ``nd.dot``, ``nd.linalg.gemm``), "onednn"
     (``FullyConnected``) or "swapped" (``FullyConnected`` with X as its weight, transposed after).
 
-    OpenBLAS only where :data:`BLAS_PRODUCTS` and not :data:`AVX512`, and not for narrow outputs (the 28
-    logits of a character model), nor for a narrow inner size while recording: there FullyConnected's
-    fused backward is faster than nd.dot's two products.
+    Narrow outputs (the 28 logits of a character model) always run on FullyConnected; swapped only where
+    :data:`AVX512`; OpenBLAS only where :data:`BLAS_PRODUCTS`, and not for a narrow inner size while
+    recording: there FullyConnected's fused backward is faster than nd.dot's two products.
     """
-    if not BLAS_PRODUCTS or n < 128:
+    if n < 128:
         return "onednn"
     if AVX512:
         return "onednn" if rows() >= ONEDNN_MIN_ROWS else "swapped"
-    return "blas" if k >= 128 or not autograd.is_recording() else "onednn"
+    if BLAS_PRODUCTS:
+        return "blas" if k >= 128 or not autograd.is_recording() else "onednn"
+    return "onednn"
 
 
 def _rows(a):

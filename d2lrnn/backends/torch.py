@@ -130,12 +130,16 @@ def matmul(a, b):
     return torch.matmul(a, b)
 
 
-#: Whether large float32 products outside autograd go through oneDNN rather than torch's BLAS. MKL, that
-#: BLAS, runs a generic code path on CPUs not made by Intel: on a 2-core AMD EPYC with AVX-512 the
-#: hand-written scans' weight gradients ((512, 1088) x (1088, 512..2048)) ran at 184-190 GFLOP/s through it
-#: and at 297-313 through oneDNN, copies included (2026-12-07); on Intel's CPUs MKL stays.
+#: Whether large float32 products outside autograd go through oneDNN rather than torch's BLAS: only on
+#: CPUs not made by Intel that have AVX-512, which oneDNN uses there and MKL, that BLAS, does not. On a
+#: 2-core AMD EPYC with AVX-512 the hand-written scans' weight gradients ((512, 1088) x (1088, 512..2048))
+#: ran at 184-190 GFLOP/s through MKL and at 297-313 through oneDNN, copies included (2026-12-07). On one
+#: with AVX2 only (Zen 3) both run AVX2 code and the copies decide: the LSTM's (512, 1120) x (1120, 2048)
+#: took 23 ms through MKL (transposed operands read in place) and 29 through oneDNN (5.6 ms of them the
+#: transposed copy of the gate gradients), the LSTM's backward scan 55-56 ms against 61-65 (2026-12-07).
+#: On Intel's CPUs MKL stays.
 ONEDNN_PRODUCTS = (torch.backends.mkldnn.is_available() and torch.backends.mkl.is_available()
-                   and _common.cpu_vendor() not in ("GenuineIntel", ""))
+                   and _common.cpu_vendor() not in ("GenuineIntel", "") and "avx512f" in _common.cpu_flags())
 #: The fewest rows of ``a`` for :data:`ONEDNN_PRODUCTS`: with 32 rows the copy of ``b`` costs more than it
 #: saves ((32, 512) x (512, 2048): 0.62 against MKL's 0.52 ms); from 128 rows on it does not. Products with
 #: fewer than 64 inner or 16 output columns are too small for either to matter and stay with MKL.

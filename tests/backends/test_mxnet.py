@@ -50,7 +50,8 @@ with mx.autograd.record():
 y.backward()
 mx.nd.waitall()
 print(json.dumps({"backward_on_caller_thread": threads == [threading.get_ident()],
-                  "grad": x.grad.asnumpy().tolist(), "variable": os.environ.get("MXNET_ENGINE_TYPE")}))
+                  "grad": x.grad.asnumpy().tolist(), "variable": os.environ.get("MXNET_ENGINE_TYPE"),
+                  "openblas": d2l.backends.load_backend("mxnet").BLAS_PRODUCTS}))
 """
 
 
@@ -65,15 +66,20 @@ def run_fresh(**env):
 
 def test_the_cpu_build_runs_operations_on_the_callers_thread_and_leaves_no_variable_behind():
     result, stderr = run_fresh()
-    assert result == {"backward_on_caller_thread": True, "grad": [2.0, 2.0], "variable": None}
+    assert result == {"backward_on_caller_thread": True, "grad": [2.0, 2.0], "variable": None,
+                      "openblas": False}
     assert "start using engine" not in stderr  # MXNet's notice of the engine d2lrnn chose is not shown
 
 
 def test_an_engine_the_user_chose_is_kept():
     result, stderr = run_fresh(MXNET_ENGINE_TYPE="ThreadedEnginePerDevice")
     assert result == {"backward_on_caller_thread": False, "grad": [2.0, 2.0],
-                      "variable": "ThreadedEnginePerDevice"}
+                      "variable": "ThreadedEnginePerDevice", "openblas": False}
     assert "start using engine: ThreadedEnginePerDevice" in stderr  # MXNet's own notice of the user's choice
+
+
+def test_products_run_on_openblas_only_where_the_user_asks():
+    assert run_fresh(D2LRNN_MXNET_PRODUCTS="OpenBLAS")[0]["openblas"] is True  # unset: False (above)
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
@@ -142,8 +148,9 @@ def _forward_and_grads(fn, inputs, weights):
     return [y.asnumpy() for y in outputs], [x.grad.asnumpy() for x in inputs]
 
 
-# Each kind of CPU picks its own operators for products of 128 columns and more (test_a_product_runs_...).
-@pytest.mark.parametrize("cpu, H", [(0, 4), (1, 128), (2, 128)], ids=["intel", "amd", "amd-avx512"])
+# Each choice of products picks its own operators for products of 128 columns and more
+# (test_a_product_runs_...): FullyConnected's, OpenBLAS's where asked for, AMD's with AVX-512.
+@pytest.mark.parametrize("cpu, H", [(0, 4), (1, 128), (2, 128)], ids=["onednn", "openblas", "amd-avx512"])
 @pytest.mark.parametrize("kind", ["rnn", "lstm", "gru", "gru_reset_after"])
 def test_the_hand_written_scans_run_as_one_cached_graph_with_the_operators_values(monkeypatch, rng, kind, cpu,
                                                                                    H):
@@ -152,7 +159,7 @@ def test_the_hand_written_scans_run_as_one_cached_graph_with_the_operators_value
     from d2lrnn.backends import load_backend
     from d2lrnn.models import bptt
 
-    monkeypatch.setattr(load_backend("mxnet"), "BLAS_PRODUCTS", cpu > 0)
+    monkeypatch.setattr(load_backend("mxnet"), "BLAS_PRODUCTS", cpu == 1)
     monkeypatch.setattr(load_backend("mxnet"), "AVX512", cpu == 2)
     monkeypatch.setattr(bptt, "_scans", {})  # graphs traced under this CPU's products
     with d2l.use_backend("mxnet"):
@@ -196,10 +203,10 @@ def test_a_function_the_graph_cannot_take_runs_operator_by_operator(rng):
         np.testing.assert_array_equal(untraceable([X])[0].asnumpy(), backend.exp(X).asnumpy())
 
 
-# (rows, inner, columns, recorded) -> the operator ``linear`` runs on each kind of CPU: Intel's (oneDNN's
-# FullyConnected throughout), AMD's without AVX-512 (its OpenBLAS but for narrow products) and AMD's with it
-# (FullyConnected, with the operands' roles swapped for few rows: "swapped"). ``matmul`` runs a swapped one as
-# FullyConnected.
+# (rows, inner, columns, recorded) -> the operator ``linear`` runs by default (oneDNN's FullyConnected
+# throughout), with D2LRNN_MXNET_PRODUCTS=openblas (OpenBLAS but for narrow products) and on AMD's CPUs
+# with AVX-512 (FullyConnected, with the operands' roles swapped for few rows: "swapped"). ``matmul`` runs
+# a swapped one as FullyConnected.
 PRODUCTS = [
     ((32, 256, 256, False), ("FullyConnected", "dot", "swapped")),
     ((32, 256, 256, True), ("FullyConnected", "dot", "swapped")),
@@ -210,7 +217,7 @@ PRODUCTS = [
 ]
 
 
-@pytest.mark.parametrize("cpu", [0, 1, 2], ids=["intel", "amd", "amd-avx512"])
+@pytest.mark.parametrize("cpu", [0, 1, 2], ids=["onednn", "openblas", "amd-avx512"])
 @pytest.mark.parametrize("shape", [p[0] for p in PRODUCTS],
                          ids=lambda s: "x".join(map(str, s[:3])) + "-recorded" * s[3])
 def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, cpu, shape):
@@ -219,7 +226,7 @@ def test_a_product_runs_on_the_operator_its_cpu_runs_fastest(monkeypatch, rng, c
     from d2lrnn.backends import load_backend
 
     backend = load_backend("mxnet")
-    monkeypatch.setattr(backend, "BLAS_PRODUCTS", cpu > 0)
+    monkeypatch.setattr(backend, "BLAS_PRODUCTS", cpu == 1)
     monkeypatch.setattr(backend, "AVX512", cpu == 2)
     rows, k, n, recorded = shape
     called = []
