@@ -1,5 +1,7 @@
 """PyTorch backend: tensors are ``torch.Tensor``; gradients come from ``torch.autograd``."""
 
+import contextlib
+
 import numpy as np
 
 from . import _common
@@ -544,8 +546,27 @@ def compile(fn, calls="many", key=None):  # noqa: A001
 
 def autocast(dtype, device=None):
     # torch.autocast: products (and the recurrent layers) in bfloat16, reductions and losses in float32.
+    if dtype != "bfloat16":
+        return None
     kind = "cpu" if device is None else torch.device(device).type
-    return torch.autocast(kind, dtype=torch.bfloat16) if dtype == "bfloat16" else None
+    if kind == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        # A CPU without AVX-512 (an AMD EPYC with AVX2 only): oneDNN has no bfloat16 LSTM there, and
+        # torch.nn.LSTM under autocast raises "could not create a primitive descriptor". With oneDNN off for
+        # the step, torch's own kernels run it (the LSTM in float32, the products in bfloat16).
+        return _without_onednn(torch.autocast(kind, dtype=torch.bfloat16))
+    return torch.autocast(kind, dtype=torch.bfloat16)
+
+
+@contextlib.contextmanager
+def _without_onednn(context):
+    # torch.backends.mkldnn.flags would do it, with a warning about Intel GPUs at every step
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        with context:
+            yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
 
 
 def try_gpu(i=0):

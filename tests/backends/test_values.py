@@ -468,6 +468,28 @@ def test_autocast_runs_products_in_bfloat16_where_the_backend_has_it():
     assert ops.matmul(t(A), t(B)).dtype == torch.float32  # outside, float32 again
 
 
+@pytest.mark.parametrize("onednn_bfloat16", [True, False], ids=["onednn-bf16", "no-onednn-bf16"])
+def test_autocast_runs_torchs_lstm_where_onednn_has_no_bfloat16(monkeypatch, onednn_bfloat16):
+    # On a CPU without AVX-512 oneDNN has no bfloat16 LSTM: autocast then turns oneDNN off for its step and
+    # torch's own kernels run the layer. Forced both ways here, whatever this CPU is.
+    if d2l.backend_name() != "torch":
+        return  # the other backends have no autocast (test above)
+    import torch
+
+    lstm = torch.nn.LSTM(6, 8)
+    X = torch.from_numpy(f32(5, 3, 6))
+    enabled = torch._C._get_mkldnn_enabled()
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn_bfloat16)
+    with ops.autocast("bfloat16"):
+        assert torch._C._get_mkldnn_enabled() == (enabled and onednn_bfloat16)
+        assert ops.matmul(t(f32(4, 6)), t(f32(6, 2))).dtype == torch.bfloat16  # the products still bfloat16
+        if not onednn_bfloat16:
+            Y, _ = lstm(X)  # oneDNN's bfloat16 LSTM would be refused on such a CPU
+            expected, _ = lstm(X.bfloat16().float())
+            np.testing.assert_allclose(Y.float().detach().numpy(), expected.detach().numpy(), atol=2 ** -6)
+    assert torch._C._get_mkldnn_enabled() == enabled  # as it was after the step
+
+
 # Inputs with zeros, tiny and large entries besides ordinary ones.
 _SPECIAL = np.array([0.0, -0.0, 1e-30, -1e-6, 0.5, -3.0, 9.0, -17.0, 20.0, 45.0, -100.0, 1000.0],
                     np.float32)
