@@ -549,12 +549,13 @@ def autocast(dtype, device=None):
     if dtype != "bfloat16":
         return None
     kind = "cpu" if device is None else torch.device(device).type
+    context = torch.autocast(kind, dtype=torch.bfloat16)
     if kind == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         # A CPU without AVX-512 (an AMD EPYC with AVX2 only): oneDNN has no bfloat16 LSTM there, and
         # torch.nn.LSTM under autocast raises "could not create a primitive descriptor". With oneDNN off for
         # the step, torch's own kernels run it (the LSTM in float32, the products in bfloat16).
-        return _without_onednn(torch.autocast(kind, dtype=torch.bfloat16))
-    return torch.autocast(kind, dtype=torch.bfloat16)
+        return _without_onednn(context)
+    return context
 
 
 @contextlib.contextmanager
